@@ -1,0 +1,56 @@
+"""Advantage estimators on time-major `[T + 1, N]` sequences.
+
+Index `t` follows the time-step convention of `alf_async.experience`: step
+`t + 1` carries the reward and discount of the transition out of step `t`,
+and row `T` is the bootstrap step that follows the unroll. A transition out
+of a `LAST` step crosses an episode boundary and gets advantage 0.
+"""
+
+import tensorflow as tf
+from tf_agents.trajectories import time_step as ts
+
+
+def transition_mask(step_types):
+    """`[T + 1, N]` step types -> `[T, N]` float, 1 where step t is not LAST."""
+    return tf.cast(tf.not_equal(step_types[:-1], ts.StepType.LAST), tf.float32)
+
+
+def generalized_advantage_estimation(rewards, discounts, step_types, values, gamma: float,
+                                     lambda_: float):
+    """GAE(lambda), bootstrapped from the value of the step after the unroll.
+
+    Args:
+        rewards, discounts, step_types: `[T + 1, N]`.
+        values: `[T + 1, N]` state values V(s_t); row T is the bootstrap.
+        gamma: discount factor.
+        lambda_: GAE's lambda.
+
+    Returns:
+        `[T, N]` advantages; 0 at LAST steps. The last row's estimate is the
+        one-step TD error from the bootstrap value, not zero.
+    """
+    valid = transition_mask(step_types)
+    next_discount = gamma * discounts[1:] * valid
+    deltas = valid * (rewards[1:] - values[:-1]) + next_discount * values[1:]
+    coefs = lambda_ * next_discount
+    return tf.scan(lambda acc, x: x[0] + x[1] * acc, (deltas, coefs),
+                   initializer=tf.zeros_like(values[0]), reverse=True)
+
+
+
+def time_major(x):
+    """`[Q, T, B, ...]` -> `[T, Q * B, ...]`: unrolls side by side in the batch."""
+    x = tf.experimental.numpy.swapaxes(x, 0, 1)
+    shape = tf.shape(x)
+    return tf.reshape(x, tf.concat([[shape[0], shape[1] * shape[2]], shape[3:]], 0))
+
+
+def time_major_with_bootstrap(x, bootstrap_x):
+    """`[Q, T, B, ...]` and `[Q, B, ...]` -> `[T + 1, Q * B, ...]`, bootstrap last."""
+    return time_major(tf.concat([x, bootstrap_x[:, None]], axis=1))
+
+
+def flatten_time(x):
+    """`[T, N, ...]` -> `[T * N, ...]`."""
+    shape = tf.shape(x)
+    return tf.reshape(x, tf.concat([[shape[0] * shape[1]], shape[2:]], 0))

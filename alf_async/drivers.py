@@ -1,0 +1,203 @@
+"""`AsyncOffPolicyDriver`: the env, actor and log threads and their queues."""
+
+import logging
+from typing import Callable, Optional
+
+import gin
+import numpy as np
+import tensorflow as tf
+from tf_agents.specs import tensor_spec
+
+from alf_async.experience import ActReply, LearnBatch, make_specs
+from alf_async.metrics import EpisodeStats
+from alf_async.queues import TFQueues
+from alf_async.threads import QUEUE_CLOSED, ActorThread, EnvThread, LogThread
+
+
+def check_sizes(num_envs: int, num_actor_queues: int, unroll_length: int,
+                learn_queue_cap: int, actor_queue_cap: int) -> None:
+    """Raises ValueError naming the setting when a size rule is broken."""
+    for name, value in [("num_envs", num_envs), ("num_actor_queues", num_actor_queues),
+                        ("unroll_length", unroll_length), ("learn_queue_cap", learn_queue_cap),
+                        ("actor_queue_cap", actor_queue_cap)]:
+        if not isinstance(value, (int, np.integer)) or value < 1:
+            raise ValueError(f"AsyncOffPolicyDriver.{name} must be an integer >= 1, "
+                             f"got {value!r}")
+    if num_actor_queues * actor_queue_cap > num_envs:
+        raise ValueError(
+            f"num_actor_queues * actor_queue_cap must be <= num_envs (each actor waits for "
+            f"requests from its envs), got {num_actor_queues} * {actor_queue_cap} > "
+            f"{num_envs}")
+
+
+def _check_env_specs(env, env_id: int, algorithm) -> None:
+    def same(a, b):
+        a, b = tensor_spec.from_spec(a), tensor_spec.from_spec(b)
+        return (tf.nest.map_structure(lambda s: (tuple(s.shape), s.dtype), a) ==
+                tf.nest.map_structure(lambda s: (tuple(s.shape), s.dtype), b))
+
+    if not same(env.time_step_spec(), algorithm.time_step_spec) or not same(
+            env.action_spec(), algorithm.action_spec):
+        raise ValueError(
+            f"env {env_id} has observation spec {env.observation_spec()} and action spec "
+            f"{env.action_spec()}, but the algorithm was built for "
+            f"{algorithm.time_step_spec.observation} and {algorithm.action_spec}")
+
+
+@gin.configurable(module="alf_async")
+class AsyncOffPolicyDriver:
+    """Collects experience with `num_envs` env threads and feeds a learner.
+
+    Data flow: env thread i -> actor queue `i % num_actor_queues` -> actor
+    thread (one batched policy call per group of requests) -> action-return
+    queue i -> env thread i; every `unroll_length` steps env thread i puts a
+    `[T, B]` unroll on the learn queue, from which `get_training_exps()` takes
+    `learn_queue_cap` unrolls at a time.
+
+    Thread-safety: `start()`, `get_training_exps()`, `run_async()` and
+    `stop()` are called from one thread (the trainer's).
+    """
+
+    def __init__(self, env_factory: Callable[[int], object], algorithm,
+                 learner=None,
+                 num_envs: int = 4,
+                 num_actor_queues: int = 1,
+                 unroll_length: int = 32,
+                 learn_queue_cap: int = 4,
+                 actor_queue_cap: int = 2,
+                 episode_window: int = 100,
+                 stop_grace_period_secs: float = 1.5):
+        """
+        Args:
+            env_factory: `env_id -> batched PyEnvironment` of B sub-envs; all
+                envs must share B and the algorithm's specs.
+            algorithm: provides `act(time_step, policy_state)`,
+                `time_step_spec`, `action_spec`, `policy_state_spec`.
+            learner: `Learner` for `run_async()`; its `train_step` stamps the
+                policy version of every step. None: collection only.
+            num_envs: E, number of env threads.
+            num_actor_queues: N, number of actor threads.
+            unroll_length: T, steps per unroll.
+            learn_queue_cap: Q, unrolls per learn batch (learn queue capacity).
+            actor_queue_cap: A, most requests one policy call serves.
+            episode_window: episodes averaged by the episode statistics.
+            stop_grace_period_secs: how long `stop()` waits for threads.
+        """
+        check_sizes(num_envs, num_actor_queues, unroll_length, learn_queue_cap,
+                    actor_queue_cap)
+        self._algorithm = algorithm
+        self._learner = learner
+        self._unroll_length = unroll_length
+        self._learn_queue_cap = learn_queue_cap
+        self._grace = stop_grace_period_secs
+        self._envs = [env_factory(i) for i in range(num_envs)]
+        for i, env in enumerate(self._envs):
+            _check_env_specs(env, i, algorithm)
+        self._batch_size = self._envs[0].batch_size
+        sizes = [env.batch_size for env in self._envs]
+        if len(set(sizes)) > 1:
+            raise ValueError(f"All envs must have the same batch_size, got {sizes}")
+        self._queues = TFQueues(
+            num_envs, num_actor_queues, actor_queue_cap, learn_queue_cap,
+            *make_specs(algorithm.time_step_spec, algorithm.action_spec,
+                        algorithm.policy_state_spec, self._batch_size, unroll_length))
+        self._version = learner.train_step if learner else tf.constant(0, tf.int64)
+        self._coord = tf.train.Coordinator()
+        self.stats = EpisodeStats(num_envs, self._batch_size, episode_window)
+        self._threads = self._make_threads(num_envs, num_actor_queues)
+        self._started = self._stopped = self._error_raised = False
+
+    def _make_threads(self, num_envs: int, num_actor_queues: int):
+        act_fn = tf.function(self._act, reduce_retracing=True)
+        initial_state = tf.nest.map_structure(
+            lambda t: t.numpy(),
+            tensor_spec.zero_spec_nest(self._algorithm.policy_state_spec,
+                                       outer_dims=[self._batch_size]))
+        q = self._queues
+        actors = [ActorThread(f"ActorThread{a}", self._coord, q, q.actor_queues[a], act_fn)
+                  for a in range(num_actor_queues)]
+        envs = [EnvThread(f"EnvThread{i}", self._coord, q, env, i,
+                          q.actor_queues[i % num_actor_queues], self._unroll_length,
+                          initial_state) for i, env in enumerate(self._envs)]
+        return [*actors, *envs, LogThread("LogThread", self._coord, q, self.stats)]
+
+    def _act(self, requests) -> ActReply:
+        """One policy call for `[n, B, ...]` requests -> `[n, B, ...]` replies."""
+        outer = tf.shape(requests.env_id)[0]
+        merge = lambda x: tf.reshape(x, tf.concat([[-1], tf.shape(x)[2:]], 0))
+        split = lambda x: tf.reshape(x, tf.concat([[outer, -1], tf.shape(x)[1:]], 0))
+        action, state, log_prob = self._algorithm.act(
+            tf.nest.map_structure(merge, requests.time_step),
+            tf.nest.map_structure(merge, requests.policy_state))
+        version = tf.fill(tf.shape(log_prob), tf.cast(self._version, tf.int64))
+        return tf.nest.map_structure(split, ActReply(action, state, log_prob, version))
+
+    @property
+    def batch_size(self) -> int:
+        """B, sub-envs per env thread."""
+        return self._batch_size
+
+    @property
+    def env_steps_per_batch(self) -> int:
+        """Q * T * B, the env steps of one learn batch."""
+        return self._learn_queue_cap * self._unroll_length * self._batch_size
+
+    def learn_queue_size(self) -> int:
+        return self._queues.learn_queue.size()
+
+    def start(self) -> None:
+        """Starts every thread."""
+        if self._started:
+            raise RuntimeError("AsyncOffPolicyDriver.start() was already called")
+        self._started = True
+        for thread in self._threads:
+            thread.start()
+
+    def get_training_exps(self) -> LearnBatch:
+        """Waits for `learn_queue_cap` unrolls.
+
+        Returns:
+            `LearnBatch` with experience leaves `[Q, T, B, ...]`, bootstrap
+            leaves `[Q, B, ...]`, `[Q]` env ids and `Q * T * B` env steps.
+
+        Raises:
+            ThreadError: a thread failed (names the thread).
+            RuntimeError: the driver was stopped.
+        """
+        try:
+            unrolls = self._queues.learn_queue.dequeue_many(self._learn_queue_cap)
+        except QUEUE_CLOSED:
+            self._error_raised = True
+            self._coord.raise_requested_exception()
+            raise RuntimeError("AsyncOffPolicyDriver was stopped") from None
+        return LearnBatch(unrolls.experience, unrolls.bootstrap, unrolls.env_id,
+                          self.env_steps_per_batch)
+
+    def run_async(self) -> int:
+        """Trains the learner on one learn batch; returns its env steps."""
+        batch = self.get_training_exps()
+        self._learner.train(batch)
+        return batch.env_steps
+
+    def stop(self) -> None:
+        """Stops and joins every thread, then closes the envs.
+
+        Idempotent, and safe before `start()`. Re-raises the first error a
+        thread hit (a `ThreadError` naming it) unless `get_training_exps()`
+        already raised it.
+        """
+        if self._stopped:
+            return
+        self._stopped = True
+        self._coord.request_stop()
+        self._queues.close_all()
+        try:
+            if self._started:
+                self._coord.join(self._threads, stop_grace_period_secs=self._grace)
+        except Exception:
+            if not self._error_raised:
+                raise
+            logging.debug("Thread error already raised by get_training_exps()")
+        finally:
+            for env in self._envs:
+                env.close()

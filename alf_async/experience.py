@@ -1,0 +1,117 @@
+"""The records that travel through the driver's queues, and their specs.
+
+Time-step convention (as in ALF): step `t` holds the observation the agent
+sees, the reward received on arriving there and the discount of that arrival,
+plus the action taken from it. A `LAST` step's action is ignored by the env,
+whose next step is the `FIRST` step of a new episode (reward 0, discount 1).
+"""
+
+from typing import Any, NamedTuple
+
+import tensorflow as tf
+from tf_agents.specs import tensor_spec
+
+Nest = Any
+
+
+class ActRequest(NamedTuple):
+    """An env thread asks for actions. Leaves `[B, ...]` (env_id is a scalar)."""
+    time_step: Nest
+    policy_state: Nest
+    env_id: Any
+
+
+class ActReply(NamedTuple):
+    """An actor's answer to one `ActRequest`. Leaves `[B, ...]`.
+
+    `policy_state` is the state after acting, `log_prob` the behaviour
+    policy's log-probability of `action` and `policy_version` the learner's
+    update count of the weights that acted.
+    """
+    action: Nest
+    policy_state: Nest
+    log_prob: Any
+    policy_version: Any
+
+
+class Experience(NamedTuple):
+    """Steps of an unroll, leaves `[T, B, ...]` (`[Q, T, B, ...]` in a batch).
+
+    `policy_state` is the state the policy was in *before* acting at the step.
+    """
+    time_step: Nest
+    action: Nest
+    log_prob: Any
+    policy_state: Nest
+    policy_version: Any
+
+
+class Unroll(NamedTuple):
+    """One env thread's T steps and the time step that follows them.
+
+    `experience` leaves are `[T, B, ...]`; `bootstrap` is the `[B, ...]` time
+    step after the last one (its value bootstraps advantage estimates), and
+    `env_id` the scalar id of the env thread that produced it.
+    """
+    experience: Experience
+    bootstrap: Nest
+    env_id: Any
+
+
+class LogRecord(NamedTuple):
+    """The slim part of an unroll the log thread needs: `[T, B]` leaves."""
+    reward: Any
+    step_type: Any
+    env_id: Any
+
+
+class LearnBatch(NamedTuple):
+    """What `AsyncOffPolicyDriver.get_training_exps()` returns.
+
+    Attributes:
+        experience: `Experience` with leaves `[Q, T, B, ...]`.
+        bootstrap: time step after each unroll, leaves `[Q, B, ...]`.
+        env_ids: `[Q]` int32, the env thread of each unroll.
+        env_steps: Python int, `Q * T * B`.
+    """
+    experience: Experience
+    bootstrap: Nest
+    env_ids: Any
+    env_steps: int
+
+
+def batched(spec: Nest, *outer_dims: int) -> Nest:
+    """Converts array or tensor specs to `tf.TensorSpec`s with outer dims."""
+    return tf.nest.map_structure(
+        lambda s: tf.TensorSpec([*outer_dims, *s.shape], s.dtype),
+        tensor_spec.from_spec(spec))
+
+
+def make_specs(time_step_spec, action_spec, policy_state_spec, batch_size: int,
+               unroll_length: int):
+    """Specs of one request, reply, unroll and log record.
+
+    Args:
+        time_step_spec, action_spec, policy_state_spec: unbatched specs of one
+            sub-env (tf-agents convention).
+        batch_size: B, sub-envs per env thread.
+        unroll_length: T, steps per unroll.
+
+    Returns:
+        `(request_spec, reply_spec, unroll_spec, log_spec)`.
+    """
+    b, t = batch_size, unroll_length
+    scalar = lambda dtype: tf.TensorSpec([], dtype)
+    log_prob = tf.TensorSpec([], tf.float32)
+    version = tf.TensorSpec([], tf.int64)
+    request = ActRequest(batched(time_step_spec, b), batched(policy_state_spec, b),
+                         scalar(tf.int32))
+    reply = ActReply(batched(action_spec, b), batched(policy_state_spec, b),
+                     batched(log_prob, b), batched(version, b))
+    experience = Experience(
+        batched(time_step_spec, t, b), batched(action_spec, t, b), batched(log_prob, t, b),
+        batched(policy_state_spec, t, b), batched(version, t, b))
+    unroll = Unroll(experience, batched(time_step_spec, b), scalar(tf.int32))
+    log = LogRecord(tf.TensorSpec([t, b], tf.float32), tf.TensorSpec([t, b], tf.int32),
+                    scalar(tf.int32))
+    return request, reply, unroll, log

@@ -1,0 +1,69 @@
+"""Episode statistics gathered from the per-unroll log records."""
+
+import collections
+import threading
+
+import numpy as np
+from tf_agents.trajectories import time_step as ts
+
+
+class EpisodeStats:
+    """Returns and lengths of finished episodes over all sub-envs.
+
+    An episode's return is the sum of the rewards of its non-FIRST steps and
+    its length the number of those steps (CartPole-v1's best is 500 / 500).
+
+    Thread-safety: `update()` is called by the log thread; the readers may be
+    called from any thread.
+    """
+
+    def __init__(self, num_envs: int, batch_size: int, window: int = 100):
+        """
+        Args:
+            num_envs: number of env threads.
+            batch_size: B, sub-envs per env thread.
+            window: number of most recent episodes the averages cover.
+        """
+        self._lock = threading.Lock()
+        self._returns = np.zeros((num_envs, batch_size), np.float64)
+        self._lengths = np.zeros((num_envs, batch_size), np.int64)
+        self._recent = collections.deque(maxlen=window)
+        self._num_episodes = 0
+        self._num_env_steps = 0
+
+    def update(self, reward, step_type, env_id: int) -> None:
+        """Accounts one unroll of env `env_id`; `reward`, `step_type`: `[T, B]`."""
+        returns, lengths = self._returns[env_id], self._lengths[env_id]
+        finished = []
+        for r, s in zip(reward, step_type):
+            playing = s != ts.StepType.FIRST
+            returns += np.where(playing, r, 0.0)
+            lengths += playing
+            last = s == ts.StepType.LAST
+            if last.any():
+                finished.extend(zip(returns[last], lengths[last]))
+                returns[last] = 0.0
+                lengths[last] = 0
+        with self._lock:
+            self._recent.extend(finished)
+            self._num_episodes += len(finished)
+            self._num_env_steps += reward.size
+
+    @property
+    def num_episodes(self) -> int:
+        with self._lock:
+            return self._num_episodes
+
+    @property
+    def num_env_steps(self) -> int:
+        """Env steps of all unrolls accounted so far."""
+        with self._lock:
+            return self._num_env_steps
+
+    def averages(self):
+        """`(average_return, average_episode_length)` over the window, NaN if empty."""
+        with self._lock:
+            if not self._recent:
+                return float("nan"), float("nan")
+            mean_return, mean_length = np.mean(np.asarray(self._recent), axis=0)
+            return float(mean_return), float(mean_length)

@@ -1,0 +1,161 @@
+"""The driver's threads: env threads, actor threads and the log thread.
+
+Each runs its loop until the coordinator asks to stop. A thread that fails
+records a `ThreadError` naming itself in the coordinator and closes every
+queue, so that no other thread stays blocked; `AsyncOffPolicyDriver.stop()`
+then re-raises that error.
+"""
+
+import sys
+import threading
+from typing import Callable
+
+import numpy as np
+import tensorflow as tf
+from tf_agents.trajectories import time_step as ts
+
+from alf_async.experience import ActRequest, Experience, LogRecord, Unroll
+from alf_async.metrics import EpisodeStats
+from alf_async.queues import NestFIFOQueue, TFQueues
+
+QUEUE_CLOSED = (tf.errors.OutOfRangeError, tf.errors.CancelledError)
+
+
+class ThreadError(RuntimeError):
+    """An exception raised inside one of the driver's threads."""
+
+
+def _to_numpy(nest):
+    return tf.nest.map_structure(lambda t: t.numpy(), nest)
+
+
+class DriverThread(threading.Thread):
+    """Runs `_step()` in a loop under a `tf.train.Coordinator`.
+
+    A closed queue while a stop is requested is a clean exit; any other
+    exception stops the coordinator with a `ThreadError` naming the thread.
+    """
+
+    def __init__(self, name: str, coord: tf.train.Coordinator, queues: TFQueues):
+        super().__init__(name=name, daemon=True)
+        self._coord = coord
+        self._queues = queues
+
+    def run(self) -> None:
+        try:
+            while not self._coord.should_stop():
+                self._step()
+        except QUEUE_CLOSED as error:
+            if not self._coord.should_stop():
+                self._fail(error)
+        except Exception as error:  # pylint: disable=broad-except
+            self._fail(error)
+
+    def _step(self) -> None:
+        raise NotImplementedError
+
+    def _fail(self, error: Exception) -> None:
+        try:
+            raise ThreadError(f"{self.name} failed: {type(error).__name__}: {error}") from error
+        except ThreadError:
+            self._coord.request_stop(sys.exc_info())
+        self._queues.close_all()
+
+
+class EnvThread(DriverThread):
+    """Steps one batched env of B sub-envs and produces `[T, B]` unrolls.
+
+    For each step it sends the current time step and policy state to its
+    actor queue, waits for the reply on its own action-return queue, records
+    the step and steps the env. Every `unroll_length` steps it enqueues an
+    `Unroll` (with the following time step as bootstrap) to the learn queue
+    and a `LogRecord` to the log queue. The policy state it carries is reset
+    to the initial state where a time step is FIRST.
+    """
+
+    def __init__(self, name: str, coord: tf.train.Coordinator, queues: TFQueues, env,
+                 env_id: int, actor_queue: NestFIFOQueue, unroll_length: int,
+                 initial_policy_state):
+        """
+        Args:
+            env: a batched tf-agents `PyEnvironment` owned by this thread.
+            env_id: index of this env; selects its action-return queue.
+            actor_queue: the queue of the actor that serves this env.
+            unroll_length: T.
+            initial_policy_state: numpy nest, `[B, ...]` leaves.
+        """
+        super().__init__(name, coord, queues)
+        self._env = env
+        self._env_id = np.int32(env_id)
+        self._actor_queue = actor_queue
+        self._return_queue = queues.action_return_queues[env_id]
+        self._unroll_length = unroll_length
+        self._initial_policy_state = initial_policy_state
+        self._policy_state = initial_policy_state
+        self._time_step = None
+
+    def _step(self) -> None:
+        if self._time_step is None:
+            self._time_step = self._env.reset()
+        steps = [self._env_step() for _ in range(self._unroll_length)]
+        experience = tf.nest.map_structure(lambda *xs: np.stack(xs), *steps)
+        self._queues.learn_queue.enqueue(Unroll(experience, self._time_step, self._env_id))
+        self._queues.log_queue.enqueue(
+            LogRecord(experience.time_step.reward, experience.time_step.step_type,
+                      self._env_id))
+
+    def _env_step(self) -> Experience:
+        time_step = self._time_step
+        first = time_step.step_type == ts.StepType.FIRST
+        state = tf.nest.map_structure(
+            lambda s, s0: np.where(first.reshape(first.shape + (1,) * (s.ndim - 1)), s0, s),
+            self._policy_state, self._initial_policy_state)
+        self._actor_queue.enqueue(ActRequest(time_step, state, self._env_id))
+        reply = _to_numpy(self._return_queue.dequeue())
+        self._policy_state = reply.policy_state
+        self._time_step = self._env.step(reply.action)
+        return Experience(time_step, reply.action, reply.log_prob, state,
+                          reply.policy_version)
+
+
+class ActorThread(DriverThread):
+    """Serves one actor queue with batched policy calls.
+
+    It takes every waiting request, up to `actor_queue_cap` (at least one,
+    blocking for it), runs ONE policy call on all their `[n * B, ...]` time
+    steps and sends each env its `[B, ...]` share of the reply.
+    """
+
+    def __init__(self, name: str, coord: tf.train.Coordinator, queues: TFQueues,
+                 actor_queue: NestFIFOQueue, act_fn: Callable):
+        """
+        Args:
+            actor_queue: the queue this actor alone consumes.
+            act_fn: `ActRequest` with `[n, B, ...]` leaves -> `ActReply`
+                with `[n, B, ...]` leaves.
+        """
+        super().__init__(name, coord, queues)
+        self._actor_queue = actor_queue
+        self._act_fn = act_fn
+
+    def _step(self) -> None:
+        # Only this thread dequeues, so `size()` requests are surely there.
+        n = min(max(self._actor_queue.size(), 1), self._actor_queue.capacity)
+        requests = self._actor_queue.dequeue_many(n)
+        replies = _to_numpy(self._act_fn(requests))
+        for k, env_id in enumerate(requests.env_id.numpy()):
+            self._queues.action_return_queues[env_id].enqueue(
+                tf.nest.map_structure(lambda x, k=k: x[k], replies))
+
+
+class LogThread(DriverThread):
+    """Turns the log queue's records into `EpisodeStats`."""
+
+    def __init__(self, name: str, coord: tf.train.Coordinator, queues: TFQueues,
+                 stats: EpisodeStats):
+        super().__init__(name, coord, queues)
+        self.stats = stats
+
+    def _step(self) -> None:
+        record = _to_numpy(self._queues.log_queue.dequeue())
+        self.stats.update(record.reward, record.step_type, int(record.env_id))

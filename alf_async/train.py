@@ -1,0 +1,44 @@
+"""Command line entry point.
+
+    python -m alf_async.train --gin_file=gin_configs/ppo_async.gin --root_dir=runs/ppo \\
+        --gin_param='AsyncOffPolicyDriver.learn_queue_cap=4'
+"""
+
+import sys
+
+import gin
+from absl import app, flags, logging
+
+from alf_async import trainer
+from alf_async.threads import ThreadError
+
+flags.DEFINE_string("root_dir", None, "Directory for summaries, checkpoints and config.")
+flags.DEFINE_multi_string("gin_file", [], "Gin config file(s), applied in order.")
+flags.DEFINE_multi_string("gin_param", [], "Gin bindings, e.g. 'train.seed=1', applied last.")
+flags.mark_flag_as_required("root_dir")
+FLAGS = flags.FLAGS
+
+
+def _first_line(error: BaseException) -> str:
+    return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+
+
+def main(argv) -> None:
+    del argv
+    try:
+        gin.parse_config_files_and_bindings(FLAGS.gin_file, FLAGS.gin_param)
+    except Exception as error:  # pylint: disable=broad-except
+        logging.error("Bad gin configuration: %s", _first_line(error))
+        sys.exit(2)
+    try:
+        trainer.train(FLAGS.root_dir)
+    except ValueError as error:
+        logging.error("Bad setting: %s", _first_line(error))
+        sys.exit(2)
+    except ThreadError as error:
+        logging.error("%s", error, exc_info=error.__cause__)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    app.run(main)

@@ -1,0 +1,31 @@
+"""alf_async: an asynchronous actor-learner RL trainer for TensorFlow 2."""
+
+from setuptools import find_packages, setup
+
+# The dependency set verified together (Python 3.11). tf-agents 0.19 is the
+# last release and is tested against TF 2.15; it needs numpy < 2, and
+# typing-extensions newer than 4.5 breaks TF 2.15's tracing. For NVIDIA GPUs
+# install `tensorflow[and-cuda]==2.15.1` in place of `tensorflow-cpu`.
+INSTALL_REQUIRES = [
+    "tensorflow-cpu==2.15.1",
+    "tf-agents==0.19.0",
+    "tensorflow-probability==0.23.0",
+    "tensorboard==2.15.2",
+    "gin-config==0.5.0",
+    "absl-py==2.5.1",
+    "numpy==1.26.4",
+    "gymnasium==0.29.1",
+    "typing-extensions==4.5.0",
+]
+
+setup(
+    name="alf_async",
+    version="0.1.0",
+    description="Asynchronous actor-learner reinforcement learning for TensorFlow 2",
+    packages=find_packages(include=["alf_async", "alf_async.*"]),
+    python_requires=">=3.11,<3.12",
+    install_requires=INSTALL_REQUIRES,
+    extras_require={
+        "test": ["pytest==9.2.0", "pytest-timeout==2.4.0"],
+    },
+)

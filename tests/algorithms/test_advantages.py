@@ -1,0 +1,70 @@
+import numpy as np
+import tensorflow as tf
+from tf_agents.trajectories import time_step as ts
+
+from alf_async.algorithms import advantages
+
+
+def numpy_gae(rewards, discounts, step_types, values, gamma, lam):
+    """Plain loop over the ALF time-step convention (row T is the bootstrap)."""
+    t_len = rewards.shape[0] - 1
+    adv = np.zeros((t_len,) + rewards.shape[1:])
+    for n in range(rewards.shape[1]):
+        acc = 0.0
+        for t in reversed(range(t_len)):
+            if step_types[t, n] == ts.StepType.LAST:
+                acc = 0.0  # the transition out of LAST starts a new episode
+            else:
+                d = gamma * discounts[t + 1, n]
+                delta = rewards[t + 1, n] + d * values[t + 1, n] - values[t, n]
+                acc = delta + d * lam * acc
+            adv[t, n] = acc
+    return adv
+
+
+def _random_sequences(rng, t_len=12, n=6):
+    step_types = rng.choice([ts.StepType.MID, ts.StepType.LAST], size=(t_len + 1, n),
+                            p=[0.8, 0.2]).astype(np.int32)
+    step_types[1:][step_types[:-1] == ts.StepType.LAST] = ts.StepType.FIRST
+    step_types[0] = ts.StepType.FIRST
+    rewards = rng.normal(size=(t_len + 1, n)).astype(np.float32)
+    rewards[step_types == ts.StepType.FIRST] = 0
+    # Terminations (discount 0) and time-limit truncations (discount 1).
+    discounts = np.where((step_types == ts.StepType.LAST) & (rng.random((t_len + 1, n)) < 0.5),
+                         0.0, 1.0).astype(np.float32)
+    values = rng.normal(size=(t_len + 1, n)).astype(np.float32)
+    return rewards, discounts, step_types, values
+
+
+def test_gae_matches_numpy_loop():
+    rng = np.random.default_rng(0)
+    rewards, discounts, step_types, values = _random_sequences(rng)
+    assert (step_types[:-1] == ts.StepType.LAST).any() and (discounts == 0).any()
+    got = advantages.generalized_advantage_estimation(
+        rewards, discounts, step_types, values, gamma=0.97, lambda_=0.9)
+    want = numpy_gae(rewards, discounts, step_types, values, 0.97, 0.9)
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-5)
+
+
+def test_last_step_of_unroll_bootstraps_from_next_value():
+    rewards = np.array([[0.0], [1.0], [2.0]], np.float32)
+    values = np.array([[0.5], [1.5], [10.0]], np.float32)
+    step_types = np.full((3, 1), ts.StepType.MID, np.int32)
+    discounts = np.ones((3, 1), np.float32)
+    got = advantages.generalized_advantage_estimation(rewards, discounts, step_types, values,
+                                                      gamma=0.9, lambda_=1.0).numpy()
+    last = 2.0 + 0.9 * 10.0 - 1.5
+    assert abs(got[1, 0] - last) < 1e-5 and last != 0
+    assert abs(got[0, 0] - (1.0 + 0.9 * 1.5 - 0.5 + 0.9 * last)) < 1e-5
+
+
+def test_time_major_layout():
+    q, t, b = 2, 3, 4
+    x = np.arange(q * t * b).reshape(q, t, b)
+    boot = 100 + np.arange(q * b).reshape(q, b)
+    tm = advantages.time_major_with_bootstrap(tf.constant(x), tf.constant(boot)).numpy()
+    assert tm.shape == (t + 1, q * b)
+    np.testing.assert_array_equal(tm[:t, b:2 * b], x[1])  # column block = unroll
+    np.testing.assert_array_equal(tm[t], boot.reshape(-1))
+    flat = advantages.flatten_time(tf.constant(tm)).numpy()
+    np.testing.assert_array_equal(flat[(t) * q * b:], boot.reshape(-1))

@@ -1,0 +1,195 @@
+import threading
+import time
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from tf_agents.trajectories import time_step as ts
+
+from alf_async.drivers import AsyncOffPolicyDriver
+from alf_async.threads import ThreadError
+from fakes import EPISODE_LENGTH, CountingEnv, CountingPolicy
+
+B = 3
+
+
+def _driver(num_envs=4, fail_env=None, fail_at=None, **kwargs):
+    envs = [CountingEnv(i, B, fail_at=fail_at if i == fail_env else None)
+            for i in range(num_envs)]
+    kwargs.setdefault("unroll_length", 4)
+    kwargs.setdefault("learn_queue_cap", 2)
+    kwargs.setdefault("actor_queue_cap", 2)
+    driver = AsyncOffPolicyDriver(lambda i: envs[i], CountingPolicy(envs[0]), None,
+                                  num_envs=num_envs, **kwargs)
+    return driver, envs
+
+
+def _driver_threads():
+    return [t for t in threading.enumerate() if t.name.startswith(("EnvThread", "ActorThread",
+                                                                     "LogThread"))]
+
+
+def _timed_stop(driver, bound=2.0):
+    start = time.time()
+    driver.stop()
+    elapsed = time.time() - start
+    assert elapsed < bound, f"stop() took {elapsed:.2f}s"
+    assert not _driver_threads(), "threads survived stop()"
+
+
+def test_every_env_step_reaches_the_learner_once_in_order():
+    driver, envs = _driver(num_envs=4, num_actor_queues=2, unroll_length=4, learn_queue_cap=3)
+    driver.start()
+    seen = {}  # (env, sub-env) -> list of step counts
+    try:
+        for _ in range(12):
+            batch = driver.get_training_exps()
+            exp = batch.experience
+            obs = exp.time_step.observation.numpy()
+            assert obs.shape == (3, 4, B, 3)
+            assert exp.action.shape == (3, 4, B) and exp.log_prob.shape == (3, 4, B)
+            assert batch.bootstrap.observation.shape == (3, B, 3)
+            assert batch.env_steps == 3 * 4 * B
+            np.testing.assert_array_equal(obs[:, 0, 0, 0], batch.env_ids.numpy())
+            counts = obs[..., 2]
+            # The policy's reply for each step is stored with that step.
+            np.testing.assert_array_equal(exp.action.numpy(), counts.astype(np.int64) % 2)
+            np.testing.assert_array_equal(exp.log_prob.numpy(), -counts)
+            # Within an unroll counts are consecutive, and the bootstrap follows.
+            np.testing.assert_array_equal(np.diff(counts, axis=1), 1)
+            np.testing.assert_array_equal(batch.bootstrap.observation.numpy()[..., 2],
+                                          counts[:, -1] + 1)
+            for q in range(3):
+                for b in range(B):
+                    seen.setdefault((int(batch.env_ids[q]), b), []).extend(counts[q, :, b])
+    finally:
+        driver.stop()
+    assert {e for e, _ in seen} <= set(range(4)) and len(seen) >= 2 * B
+    for steps in seen.values():
+        # Unrolls of one env arrive in order, none lost, none repeated.
+        np.testing.assert_array_equal(steps, np.arange(len(steps)))
+    assert driver.stats.num_env_steps >= sum(len(s) for s in seen.values())
+
+
+def test_policy_state_is_carried_and_reset_where_episodes_start():
+    driver, _ = _driver(num_envs=2, num_actor_queues=1, actor_queue_cap=1, unroll_length=7)
+    driver.start()
+    try:
+        batch = driver.get_training_exps()
+    finally:
+        driver.stop()
+    state = batch.experience.policy_state.numpy()  # state *before* each step
+    step_type = batch.experience.time_step.step_type.numpy()
+    count = batch.experience.time_step.observation.numpy()[..., 2]
+    for q, t, b in np.ndindex(*state.shape):
+        # The state counts the steps acted on since the episode's FIRST step.
+        assert state[q, t, b] == count[q, t, b] % EPISODE_LENGTH, (q, t, b)
+    assert (step_type == ts.StepType.FIRST).any() and state.max() == EPISODE_LENGTH - 1
+
+
+def test_log_thread_counts_episodes_and_returns():
+    driver, _ = _driver(num_envs=2, num_actor_queues=1, unroll_length=10, learn_queue_cap=2)
+    driver.start()
+    try:
+        for _ in range(3):
+            driver.get_training_exps()
+        deadline = time.time() + 10
+        while driver.stats.num_episodes < 6 * B and time.time() < deadline:
+            time.sleep(0.01)
+    finally:
+        driver.stop()
+    average_return, average_length = driver.stats.averages()
+    # An episode is FIRST + (EPISODE_LENGTH - 1) rewarded steps.
+    assert average_return == EPISODE_LENGTH - 1
+    assert average_length == EPISODE_LENGTH - 1
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(num_actor_queues=2, actor_queue_cap=3), "num_actor_queues \\* actor_queue_cap"),
+    (dict(learn_queue_cap=0), "learn_queue_cap must be an integer >= 1, got 0"),
+    (dict(unroll_length=0), "unroll_length must be an integer >= 1, got 0"),
+    (dict(actor_queue_cap=0), "actor_queue_cap must be an integer >= 1, got 0"),
+    (dict(num_actor_queues=1.5), "num_actor_queues must be an integer >= 1, got 1.5"),
+])
+def test_bad_sizes_are_rejected_before_any_thread(kwargs, message):
+    before = threading.active_count()
+    with pytest.raises(ValueError, match=message):
+        _driver(num_envs=4, **kwargs)
+    assert threading.active_count() == before
+
+
+def test_env_with_wrong_specs_is_rejected():
+    policy = CountingPolicy(CountingEnv(0, B))
+    with pytest.raises(ValueError, match="env 1 has observation spec"):
+        AsyncOffPolicyDriver(lambda i: CountingEnv(i, B, obs_dim=3 + i), policy, None,
+                             num_envs=2, actor_queue_cap=1)
+
+
+def test_envs_with_different_batch_sizes_are_rejected():
+    policy = CountingPolicy(CountingEnv(0, B))
+    with pytest.raises(ValueError, match="same batch_size"):
+        AsyncOffPolicyDriver(lambda i: CountingEnv(i, B + i), policy, None, num_envs=2,
+                             actor_queue_cap=1)
+
+
+def test_stop_is_idempotent_and_works_before_start():
+    driver, envs = _driver()
+    _timed_stop(driver)
+    _timed_stop(driver)
+    assert all(env.closed for env in envs)
+
+
+def test_stop_is_prompt_with_threads_blocked_on_full_and_empty_queues():
+    driver, envs = _driver(num_envs=4, learn_queue_cap=2)
+    driver.start()
+    deadline = time.time() + 20
+    # Nobody consumes: the learn queue fills up, env threads block on it and
+    # actor and log threads block on their empty queues.
+    while driver.learn_queue_size() < 2 and time.time() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.2)
+    assert driver.learn_queue_size() == 2
+    counts = [env.count for env in envs]
+    time.sleep(0.2)
+    assert [env.count for env in envs] == counts, "env threads should be blocked"
+    _timed_stop(driver)
+    assert all(env.closed for env in envs)
+
+
+def test_env_error_surfaces_from_get_training_exps_with_thread_name():
+    driver, _ = _driver(num_envs=4, fail_env=1, fail_at=6)
+    driver.start()
+    start = time.time()
+    with pytest.raises(ThreadError, match="EnvThread1 failed: RuntimeError: env 1 broke at step 6"):
+        for _ in range(100):
+            driver.get_training_exps()
+    assert time.time() - start < 10
+    _timed_stop(driver)  # does not raise the same error twice
+
+
+def test_env_error_is_reraised_by_stop():
+    driver, _ = _driver(num_envs=2, actor_queue_cap=1, fail_env=0, fail_at=3)
+    driver.start()
+    deadline = time.time() + 10
+    while not driver._coord.should_stop() and time.time() < deadline:
+        time.sleep(0.01)
+    with pytest.raises(ThreadError, match="EnvThread0 failed") as info:
+        driver.stop()
+    assert isinstance(info.value.__cause__, RuntimeError)
+    assert not _driver_threads()
+
+
+def test_policy_error_names_the_actor_thread():
+    env = CountingEnv(0, B)
+    policy = CountingPolicy(env)
+
+    def broken_act(time_step, policy_state):
+        raise tf.errors.InvalidArgumentError(None, None, "bad policy")
+
+    policy.act = broken_act
+    driver = AsyncOffPolicyDriver(lambda i: CountingEnv(i, B), policy, None, num_envs=2,
+                                  actor_queue_cap=1)
+    driver.start()
+    with pytest.raises(ThreadError, match="ActorThread0 failed: InvalidArgumentError"):
+        driver.get_training_exps()
+    _timed_stop(driver)

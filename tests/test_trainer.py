@@ -1,0 +1,83 @@
+import os
+import subprocess
+import sys
+
+import pytest
+import tensorflow as tf
+from tensorboard.backend.event_processing import event_accumulator
+
+from alf_async import trainer
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REQUIRED_TAGS = {
+    "Metrics/AverageReturn", "Metrics/AverageEpisodeLength", "Metrics/EnvironmentSteps",
+    "Metrics/NumberOfEpisodes", "Metrics_vs_EnvironmentSteps/AverageReturn",
+    "loss/loss", "loss/pg_loss", "loss/value_loss", "loss/entropy",
+    "driver/env_frames_per_sec", "driver/learn_queue_size", "learner/policy_lag_mean",
+}
+
+
+def read_scalars(root_dir):
+    """tag -> [(step, value)] from the run's train/ event files."""
+    acc = event_accumulator.EventAccumulator(os.path.join(root_dir, "train"),
+                                             size_guidance={event_accumulator.TENSORS: 0})
+    acc.Reload()
+    return {tag: [(e.step, float(tf.make_ndarray(e.tensor_proto))) for e in acc.Tensors(tag)]
+            for tag in acc.Tags()["tensors"] if not tag.startswith("config/")}
+
+
+def test_second_run_resumes_counters(tmp_path):
+    root = str(tmp_path / "run")
+    first = trainer.train(root, num_iterations=3, num_env_steps=None, summary_interval=1)
+    assert first["iteration"] == 3 and first["env_steps"] == 3 * 4 * 32 * 16  # iterations * Q * T * B
+    second = trainer.train(root, num_iterations=5, num_env_steps=None, summary_interval=1)
+    assert second["iteration"] == 5
+    assert second["env_steps"] == 5 * first["env_steps"] // 3
+    assert second["episodes"] >= first["episodes"]
+    steps = [s for s, _ in read_scalars(root)["Metrics/EnvironmentSteps"]]
+    assert sorted(set(steps)) == [1, 2, 3, 4, 5]
+    assert os.path.exists(os.path.join(root, "operative_config.gin"))
+
+
+def test_unwritable_root_dir_is_a_value_error(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(ValueError, match="root_dir=.* is not writable"):
+        trainer.check_writable(str(blocker / "run"))
+
+
+def _cli(*args, timeout=900):
+    return subprocess.run([sys.executable, "-m", "alf_async.train", *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--gin_param=AsyncOffPolicyDriver.learn_queue_capp=4"], "Bad gin configuration"),
+    (["--gin_file=gin_configs/missing.gin"], "Bad gin configuration"),
+    (["--gin_param=AsyncOffPolicyDriver.learn_queue_cap="], "Bad gin configuration"),
+    (["--gin_param=AsyncOffPolicyDriver.learn_queue_cap=0"],
+     "Bad setting: AsyncOffPolicyDriver.learn_queue_cap must be an integer >= 1, got 0"),
+    (["--gin_param=AsyncOffPolicyDriver.actor_queue_cap=5"],
+     "Bad setting: num_actor_queues \\* actor_queue_cap must be <= num_envs"),
+])
+def test_cli_bad_input_is_one_line_and_nonzero(tmp_path, args, message):
+    result = _cli("--gin_file=gin_configs/ppo_async.gin", f"--root_dir={tmp_path}", *args,
+                  timeout=120)
+    assert result.returncode == 2
+    errors = [l for l in result.stderr.splitlines() if l.startswith("E")]
+    assert len(errors) == 1, result.stderr
+    import re
+    assert re.search(message, errors[0]), errors[0]
+
+
+@pytest.mark.slow
+def test_cli_trains_cartpole_to_475(tmp_path):
+    root = str(tmp_path / "ppo")
+    result = _cli("--gin_file=gin_configs/ppo_async.gin", f"--root_dir={root}",
+                  "--gin_param=train.stop_at_return=475", "--gin_param=train.num_env_steps=3000000")
+    assert result.returncode == 0, result.stderr[-3000:]
+    scalars = read_scalars(root)
+    missing = REQUIRED_TAGS - set(scalars)
+    assert not missing, missing
+    assert scalars["Metrics/AverageReturn"][-1][1] >= 475
+    assert "Average return reached 475.0" in result.stderr
