@@ -1,6 +1,8 @@
 """`AsyncOffPolicyDriver`: the env, actor and log threads and their queues."""
 
 import logging
+import sys
+import threading
 from typing import Callable, Optional
 
 import gin
@@ -11,7 +13,8 @@ from tf_agents.specs import tensor_spec
 from alf_async.experience import ActReply, LearnBatch, make_specs
 from alf_async.metrics import EpisodeStats
 from alf_async.queues import TFQueues
-from alf_async.threads import QUEUE_CLOSED, ActorThread, EnvThread, LogThread
+from alf_async.threads import (QUEUE_CLOSED, ActorThread, EnvThread, LearnerStarvedError,
+                               LogThread)
 
 
 def check_sizes(num_envs: int, num_actor_queues: int, unroll_length: int,
@@ -66,6 +69,7 @@ class AsyncOffPolicyDriver:
                  learn_queue_cap: int = 4,
                  actor_queue_cap: int = 2,
                  episode_window: int = 100,
+                 learner_queue_timeout: float = 300.0,
                  stop_grace_period_secs: float = 1.5):
         """
         Args:
@@ -81,6 +85,8 @@ class AsyncOffPolicyDriver:
             learn_queue_cap: Q, unrolls per learn batch (learn queue capacity).
             actor_queue_cap: A, most requests one policy call serves.
             episode_window: episodes averaged by the episode statistics.
+            learner_queue_timeout: seconds `get_training_exps()` waits for a
+                learn batch before failing with a diagnosis of the pipeline.
             stop_grace_period_secs: how long `stop()` waits for threads.
         """
         check_sizes(num_envs, num_actor_queues, unroll_length, learn_queue_cap,
@@ -90,6 +96,7 @@ class AsyncOffPolicyDriver:
         self._unroll_length = unroll_length
         self._learn_queue_cap = learn_queue_cap
         self._grace = stop_grace_period_secs
+        self._timeout = learner_queue_timeout
         self._envs = [env_factory(i) for i in range(num_envs)]
         for i, env in enumerate(self._envs):
             _check_env_specs(env, i, algorithm)
@@ -108,13 +115,13 @@ class AsyncOffPolicyDriver:
         self._started = self._stopped = self._error_raised = False
 
     def _make_threads(self, num_envs: int, num_actor_queues: int):
-        act_fn = tf.function(self._act, reduce_retracing=True)
         initial_state = tf.nest.map_structure(
             lambda t: t.numpy(),
             tensor_spec.zero_spec_nest(self._algorithm.policy_state_spec,
                                        outer_dims=[self._batch_size]))
         q = self._queues
-        actors = [ActorThread(f"ActorThread{a}", self._coord, q, q.actor_queues[a], act_fn)
+        actors = [ActorThread(f"ActorThread{a}", self._coord, q, q.actor_queues[a],
+                              range(a, num_envs, num_actor_queues), self._act)
                   for a in range(num_actor_queues)]
         envs = [EnvThread(f"EnvThread{i}", self._coord, q, env, i,
                           q.actor_queues[i % num_actor_queues], self._unroll_length,
@@ -127,8 +134,8 @@ class AsyncOffPolicyDriver:
         merge = lambda x: tf.reshape(x, tf.concat([[-1], tf.shape(x)[2:]], 0))
         split = lambda x: tf.reshape(x, tf.concat([[outer, -1], tf.shape(x)[1:]], 0))
         action, state, log_prob = self._algorithm.act(
-            tf.nest.map_structure(merge, requests.time_step),
-            tf.nest.map_structure(merge, requests.policy_state))
+            *tf.nest.map_structure(merge, (requests.observation, requests.step_type,
+                                           requests.policy_state)))
         version = tf.fill(tf.shape(log_prob), tf.cast(self._version, tf.int64))
         return tf.nest.map_structure(split, ActReply(action, state, log_prob, version))
 
@@ -138,12 +145,22 @@ class AsyncOffPolicyDriver:
         return self._batch_size
 
     @property
+    def unroll_length(self) -> int:
+        """T, steps per unroll."""
+        return self._unroll_length
+
+    @property
+    def learn_queue_cap(self) -> int:
+        """Q, unrolls per learn batch."""
+        return self._learn_queue_cap
+
+    @property
     def env_steps_per_batch(self) -> int:
         """Q * T * B, the env steps of one learn batch."""
         return self._learn_queue_cap * self._unroll_length * self._batch_size
 
     def learn_queue_size(self) -> int:
-        return self._queues.learn_queue.size()
+        return int(self._queues.learn_queue.size())
 
     def start(self) -> None:
         """Starts every thread."""
@@ -162,16 +179,42 @@ class AsyncOffPolicyDriver:
 
         Raises:
             ThreadError: a thread failed (names the thread).
+            LearnerStarvedError: no batch within `learner_queue_timeout`.
             RuntimeError: the driver was stopped.
         """
+        watchdog = threading.Timer(self._timeout, self._starved)
+        watchdog.daemon = True
+        watchdog.start()
         try:
             unrolls = self._queues.learn_queue.dequeue_many(self._learn_queue_cap)
         except QUEUE_CLOSED:
             self._error_raised = True
             self._coord.raise_requested_exception()
             raise RuntimeError("AsyncOffPolicyDriver was stopped") from None
+        finally:
+            watchdog.cancel()
         return LearnBatch(unrolls.experience, unrolls.bootstrap, unrolls.env_id,
                           self.env_steps_per_batch)
+
+    def diagnose(self) -> str:
+        """One line on the state of every stage, to tell which one starves."""
+        envs = [t for t in self._threads if isinstance(t, EnvThread)]
+        actors = [t for t in self._threads if isinstance(t, ActorThread)]
+        alive = lambda threads: sum(t.is_alive() for t in threads)
+        return (f"{alive(envs)}/{len(envs)} env threads and {alive(actors)}/{len(actors)} "
+                f"actor threads alive, actor queue sizes "
+                f"{[int(q.size()) for q in self._queues.actor_queues]}, "
+                f"{sum(t.num_unrolls for t in envs)} unrolls produced, learn queue "
+                f"{self.learn_queue_size()}/{self._learn_queue_cap}")
+
+    def _starved(self) -> None:
+        try:
+            raise LearnerStarvedError(
+                f"No learn batch within learner_queue_timeout={self._timeout}s: "
+                f"{self.diagnose()}")
+        except LearnerStarvedError:
+            self._coord.request_stop(sys.exc_info())
+        self._queues.close_all()
 
     def run_async(self) -> int:
         """Trains the learner on one learn batch; returns its env steps."""

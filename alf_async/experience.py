@@ -15,8 +15,13 @@ Nest = Any
 
 
 class ActRequest(NamedTuple):
-    """An env thread asks for actions. Leaves `[B, ...]` (env_id is a scalar)."""
-    time_step: Nest
+    """An env thread asks for actions. Leaves `[B, ...]` (env_id is a scalar).
+
+    It carries only what the policy reads: the observation, the step type
+    (where episodes start) and the policy state.
+    """
+    observation: Nest
+    step_type: Any
     policy_state: Nest
     env_id: Any
 
@@ -104,8 +109,9 @@ def make_specs(time_step_spec, action_spec, policy_state_spec, batch_size: int,
     scalar = lambda dtype: tf.TensorSpec([], dtype)
     log_prob = tf.TensorSpec([], tf.float32)
     version = tf.TensorSpec([], tf.int64)
-    request = ActRequest(batched(time_step_spec, b), batched(policy_state_spec, b),
-                         scalar(tf.int32))
+    request = ActRequest(batched(time_step_spec.observation, b),
+                         batched(time_step_spec.step_type, b),
+                         batched(policy_state_spec, b), scalar(tf.int32))
     reply = ActReply(batched(action_spec, b), batched(policy_state_spec, b),
                      batched(log_prob, b), batched(version, b))
     experience = Experience(

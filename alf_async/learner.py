@@ -1,15 +1,28 @@
 """The learner: SGD on learn batches, written against `tf.distribute`."""
 
-from typing import Dict, Optional
+from typing import Dict, Optional, Sequence, Tuple, Union
 
 import gin
+import numpy as np
 import tensorflow as tf
 
 from alf_async.experience import LearnBatch
 
+Schedule = Union[float, Sequence[Tuple[int, float]]]
+
+
+def schedule_value(schedule: Schedule, env_steps: int) -> float:
+    """A constant, or a piecewise-linear `[(env_steps, value), ...]` schedule."""
+    if isinstance(schedule, (int, float)):
+        return float(schedule)
+    steps, values = zip(*schedule)
+    if list(steps) != sorted(steps):
+        raise ValueError(f"Schedule points must be sorted by env steps, got {schedule}")
+    return float(np.interp(env_steps, steps, values))
+
 
 @gin.configurable(module="alf_async")
-class Learner:
+class Learner(tf.Module):
     """Trains an algorithm on `[Q, T, B]` learn batches.
 
     One `train()` call is one compiled update: the algorithm turns the batch
@@ -25,7 +38,7 @@ class Learner:
     """
 
     def __init__(self, algorithm, strategy: Optional[tf.distribute.Strategy] = None,
-                 learning_rate: float = 3e-4,
+                 learning_rate: Schedule = 3e-4,
                  adam_epsilon: float = 1e-5,
                  num_epochs: int = 4,
                  num_minibatches: int = 4,
@@ -35,47 +48,94 @@ class Learner:
             algorithm: e.g. `PPOAlgorithm`; provides `preprocess`, `loss` and
                 `variables_to_train`.
             strategy: distribution strategy; default: the current one.
-            learning_rate: Adam's learning rate.
+            learning_rate: Adam's learning rate: a constant or piecewise-linear
+                points `[(env_steps, value), ...]`, held constant outside them.
             adam_epsilon: Adam's epsilon.
             num_epochs: passes over each learn batch.
             num_minibatches: minibatches per pass.
             grad_clip: global-norm gradient clipping threshold (None: off).
         """
+        super().__init__(name="learner")
         self._algorithm = algorithm
+        self._learning_rate = learning_rate
         self._strategy = strategy or tf.distribute.get_strategy()
         self._num_epochs = num_epochs
         self._num_minibatches = num_minibatches
         self._grad_clip = grad_clip
         with self._strategy.scope():
-            self.optimizer = tf.keras.optimizers.Adam(learning_rate, epsilon=adam_epsilon)
+            self.optimizer = tf.keras.optimizers.Adam(schedule_value(learning_rate, 0),
+                                                      epsilon=adam_epsilon)
             self.optimizer.build(algorithm.variables_to_train)
-            # Number of learn batches trained on: the policy version.
-            self.train_step = tf.Variable(0, dtype=tf.int64, trainable=False,
-                                          name="train_step")
+        # Host-side counters (not mirrored). train_step, the number of learn
+        # batches trained on, is the policy version stamped on experience.
+        self.train_step = tf.Variable(0, dtype=tf.int64, trainable=False, name="train_step")
+        self.env_steps = tf.Variable(0, dtype=tf.int64, trainable=False, name="env_steps")
 
     @property
     def strategy(self) -> tf.distribute.Strategy:
         return self._strategy
 
-    def check_batch_size(self, num_samples: int) -> None:
-        """Raises ValueError unless `num_samples` splits into minibatches."""
-        if num_samples % self._num_minibatches:
+    def check_batch_shape(self, learn_queue_cap: int, unroll_length: int,
+                          batch_size: int) -> None:
+        """Raises ValueError unless a `[Q, T, B]` batch splits evenly.
+
+        The Q * B columns are split across replicas, and each replica's
+        Q * T * B / replicas samples into `num_minibatches` minibatches.
+        """
+        replicas = self._strategy.num_replicas_in_sync
+        columns = learn_queue_cap * batch_size
+        if columns % replicas:
             raise ValueError(
-                f"A learn batch of {num_samples} samples (learn_queue_cap * unroll_length * "
-                f"num_parallel_environments) does not split into "
+                f"learn_queue_cap * num_parallel_environments = {columns} does not split "
+                f"across {replicas} replicas")
+        per_replica = columns // replicas * unroll_length
+        if per_replica % self._num_minibatches:
+            raise ValueError(
+                f"A replica's {per_replica} samples per learn batch (learn_queue_cap * "
+                f"unroll_length * num_parallel_environments / replicas) do not split into "
                 f"num_minibatches={self._num_minibatches}")
 
     def train(self, batch: LearnBatch) -> Dict[str, tf.Tensor]:
         """One update on a learn batch; returns the mean loss terms.
 
-        Writes `loss/*` and `learner/policy_lag_*` summaries to the default
-        summary writer, if any, at step `train_step`.
+        Counts `train_step` and `env_steps`, moves the schedules to the
+        current env step, and writes `loss/*` and `learner/*` summaries to the
+        default summary writer, if any, at step `train_step`.
         """
-        return self._train(batch.experience, batch.bootstrap)
+        self.optimizer.learning_rate = schedule_value(self._learning_rate,
+                                                      int(self.env_steps))
+        self.env_steps.assign_add(batch.env_steps)
+        return self._train(*self._distribute(batch), batch.experience.policy_version)
+
+    def _distribute(self, batch: LearnBatch):
+        """Splits the batch's Q * B columns across the replicas.
+
+        With several replicas the `[Q, T, B, ...]` experience is laid out as
+        one `[1, T, Q * B, ...]` unroll, and replica r gets columns
+        `[r * W, (r + 1) * W)`, `W = Q * B / replicas`.
+        """
+        replicas = self._strategy.num_replicas_in_sync
+        if replicas == 1:
+            return batch.experience, batch.bootstrap
+        def wide(x):  # [Q, T, B, ...] -> [1, T, Q * B, ...]
+            x = tf.experimental.numpy.swapaxes(x, 0, 1)
+            return tf.reshape(x, tf.concat([[1, tf.shape(x)[0], -1], tf.shape(x)[3:]], 0))
+
+        experience = tf.nest.map_structure(wide, batch.experience)
+        bootstrap = tf.nest.map_structure(  # [Q, B, ...] -> [1, Q * B, ...]
+            lambda x: tf.reshape(x, tf.concat([[1, -1], tf.shape(x)[2:]], 0)), batch.bootstrap)
+        width = batch.env_ids.shape[0] * batch.bootstrap.step_type.shape[1] // replicas
+
+        def shard(ctx):
+            start = ctx.replica_id_in_sync_group * width
+            return (tf.nest.map_structure(lambda x: x[:, :, start:start + width], experience),
+                    tf.nest.map_structure(lambda x: x[:, start:start + width], bootstrap))
+
+        return self._strategy.experimental_distribute_values_from_function(shard)
 
     @tf.function
-    def _train(self, experience, bootstrap):
-        lag = tf.cast(self.train_step - experience.policy_version, tf.float32)
+    def _train(self, experience, bootstrap, policy_version):
+        lag = tf.cast(self.train_step - policy_version, tf.float32)
         samples = self._strategy.run(self._algorithm.preprocess, (experience, bootstrap))
         orders = self._strategy.run(self._epoch_orders, (samples["mask"],))
         num_steps = self._num_epochs * self._num_minibatches
@@ -89,6 +149,7 @@ class Learner:
         for key, value in means.items():
             family = "learner" if key == "grad_norm" else "loss"
             tf.summary.scalar(f"{family}/{key}", value, step=step)
+        tf.summary.scalar("learner/learning_rate", self.optimizer.learning_rate, step=step)
         tf.summary.scalar("learner/policy_lag_mean", tf.reduce_mean(lag), step=step)
         tf.summary.scalar("learner/policy_lag_max", tf.reduce_max(lag), step=step)
         return means

@@ -19,6 +19,8 @@ class NestFIFOQueue:
     nest of the same structure whose leaves have those shapes and dtypes.
     Leaves of a batched dequeue gain a leading axis.
 
+    The methods work eagerly and inside `tf.function`s.
+
     Thread-safety: all methods may be called from any thread at the same
     time; blocking calls return with `tf.errors.OutOfRangeError` (dequeue)
     or `tf.errors.CancelledError` (enqueue) once the queue is closed.
@@ -59,17 +61,17 @@ class NestFIFOQueue:
         """Removes one element, blocking while the queue is empty."""
         return self._pack(self._queue.dequeue())
 
-    def dequeue_many(self, n: int) -> Nest:
-        """Removes exactly `n` elements; leaves are shaped `[n, ...]`."""
+    def dequeue_many(self, n) -> Nest:
+        """Removes exactly `n` (int or scalar tensor) elements; leaves `[n, ...]`."""
         return self._pack(self._queue.dequeue_many(n))
 
     def dequeue_all(self) -> Nest:
         """Removes `capacity` elements; leaves are shaped `[capacity, ...]`."""
         return self.dequeue_many(self._capacity)
 
-    def size(self) -> int:
-        """Number of elements in the queue now."""
-        return int(self._queue.size())
+    def size(self) -> tf.Tensor:
+        """Number of elements in the queue now (an int32 scalar tensor)."""
+        return self._queue.size()
 
     def close(self, cancel_pending_enqueues: bool = True) -> None:
         """Closes the queue, waking up every blocked caller."""

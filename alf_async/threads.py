@@ -8,7 +8,7 @@ then re-raises that error.
 
 import sys
 import threading
-from typing import Callable
+from typing import Callable, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -23,6 +23,10 @@ QUEUE_CLOSED = (tf.errors.OutOfRangeError, tf.errors.CancelledError)
 
 class ThreadError(RuntimeError):
     """An exception raised inside one of the driver's threads."""
+
+
+class LearnerStarvedError(RuntimeError):
+    """No learn batch arrived within `learner_queue_timeout`."""
 
 
 def _to_numpy(nest):
@@ -93,6 +97,7 @@ class EnvThread(DriverThread):
         self._initial_policy_state = initial_policy_state
         self._policy_state = initial_policy_state
         self._time_step = None
+        self.num_unrolls = 0  # unrolls put on the learn queue (read by diagnostics)
 
     def _step(self) -> None:
         if self._time_step is None:
@@ -100,6 +105,7 @@ class EnvThread(DriverThread):
         steps = [self._env_step() for _ in range(self._unroll_length)]
         experience = tf.nest.map_structure(lambda *xs: np.stack(xs), *steps)
         self._queues.learn_queue.enqueue(Unroll(experience, self._time_step, self._env_id))
+        self.num_unrolls += 1
         self._queues.log_queue.enqueue(
             LogRecord(experience.time_step.reward, experience.time_step.step_type,
                       self._env_id))
@@ -110,7 +116,8 @@ class EnvThread(DriverThread):
         state = tf.nest.map_structure(
             lambda s, s0: np.where(first.reshape(first.shape + (1,) * (s.ndim - 1)), s0, s),
             self._policy_state, self._initial_policy_state)
-        self._actor_queue.enqueue(ActRequest(time_step, state, self._env_id))
+        self._actor_queue.enqueue(
+            ActRequest(time_step.observation, time_step.step_type, state, self._env_id))
         reply = _to_numpy(self._return_queue.dequeue())
         self._policy_state = reply.policy_state
         self._time_step = self._env.step(reply.action)
@@ -121,31 +128,41 @@ class EnvThread(DriverThread):
 class ActorThread(DriverThread):
     """Serves one actor queue with batched policy calls.
 
-    It takes every waiting request, up to `actor_queue_cap` (at least one,
-    blocking for it), runs ONE policy call on all their `[n * B, ...]` time
-    steps and sends each env its `[B, ...]` share of the reply.
+    Each step takes every waiting request, up to the queue's capacity (at
+    least one, blocking for it), runs ONE policy call on all their
+    `[n * B, ...]` observations and sends each env its `[B, ...]` share of
+    the reply. The whole step, routing included, is one compiled call.
     """
 
     def __init__(self, name: str, coord: tf.train.Coordinator, queues: TFQueues,
-                 actor_queue: NestFIFOQueue, act_fn: Callable):
+                 actor_queue: NestFIFOQueue, env_ids: Sequence[int], act_fn: Callable):
         """
         Args:
             actor_queue: the queue this actor alone consumes.
+            env_ids: the envs whose requests come through `actor_queue`.
             act_fn: `ActRequest` with `[n, B, ...]` leaves -> `ActReply`
                 with `[n, B, ...]` leaves.
         """
         super().__init__(name, coord, queues)
         self._actor_queue = actor_queue
+        self._return_queues = {i: queues.action_return_queues[i] for i in env_ids}
         self._act_fn = act_fn
+        self._serve = tf.function(self._serve_requests)
 
     def _step(self) -> None:
+        self._serve()
+
+    def _serve_requests(self) -> None:
         # Only this thread dequeues, so `size()` requests are surely there.
-        n = min(max(self._actor_queue.size(), 1), self._actor_queue.capacity)
+        n = tf.clip_by_value(self._actor_queue.size(), 1, self._actor_queue.capacity)
         requests = self._actor_queue.dequeue_many(n)
-        replies = _to_numpy(self._act_fn(requests))
-        for k, env_id in enumerate(requests.env_id.numpy()):
-            self._queues.action_return_queues[env_id].enqueue(
-                tf.nest.map_structure(lambda x, k=k: x[k], replies))
+        replies = self._act_fn(requests)
+        for env_id, queue in self._return_queues.items():
+            index = tf.where(tf.equal(requests.env_id, env_id))[:, 0]
+            tf.cond(tf.size(index) > 0,
+                    lambda q=queue, i=index: q.enqueue(
+                        tf.nest.map_structure(lambda x: x[i[0]], replies)),
+                    lambda: None)
 
 
 class LogThread(DriverThread):

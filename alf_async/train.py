@@ -4,6 +4,7 @@
         --gin_param='AsyncOffPolicyDriver.learn_queue_cap=4'
 """
 
+import os
 import sys
 
 import gin
@@ -25,6 +26,8 @@ def _first_line(error: BaseException) -> str:
 
 def main(argv) -> None:
     del argv
+    for path in FLAGS.gin_file:  # lets a config `include` its neighbours by name
+        gin.add_config_file_search_path(os.path.dirname(os.path.abspath(path)))
     try:
         gin.parse_config_files_and_bindings(FLAGS.gin_file, FLAGS.gin_param)
     except Exception as error:  # pylint: disable=broad-except

@@ -10,6 +10,7 @@ import tensorflow as tf
 from absl import logging
 
 from alf_async.algorithms import PPOAlgorithm
+from alf_async.devices import create_strategy
 from alf_async.drivers import AsyncOffPolicyDriver
 from alf_async.environments import create_environment
 from alf_async.learner import Learner
@@ -30,10 +31,10 @@ def check_writable(root_dir: str) -> str:
 class _Counters(tf.Module):
     """Training progress that survives a restart (checkpointed)."""
 
-    def __init__(self):
+    def __init__(self, learner: Learner):
         super().__init__(name="counters")
-        self.iteration = tf.Variable(0, dtype=tf.int64, name="iteration")
-        self.env_steps = tf.Variable(0, dtype=tf.int64, name="env_steps")
+        self.iteration = learner.train_step
+        self.env_steps = learner.env_steps
         self.episodes = tf.Variable(0, dtype=tf.int64, name="episodes")
 
 
@@ -77,6 +78,28 @@ def _write_metrics(driver: AsyncOffPolicyDriver, counters: _Counters, fps: float
     tf.summary.scalar("driver/learn_queue_size", driver.learn_queue_size(), step=iteration)
 
 
+def build(algorithm_class: Callable = PPOAlgorithm, seed: Optional[int] = None):
+    """Builds the algorithm, learner and driver from the gin configuration.
+
+    Every size rule is checked here, before any thread starts.
+
+    Returns:
+        `(algorithm, learner, driver)`; the driver is not started.
+    """
+    if seed is not None:
+        tf.random.set_seed(seed)
+    env_factory = lambda i: create_environment(seed=None if seed is None else seed + 1000 * i)
+    probe = env_factory(0)
+    strategy = create_strategy()
+    with strategy.scope():
+        algorithm = algorithm_class(probe.time_step_spec(), probe.action_spec())
+    probe.close()
+    learner = Learner(algorithm, strategy)
+    driver = AsyncOffPolicyDriver(env_factory, algorithm, learner)
+    learner.check_batch_shape(driver.learn_queue_cap, driver.unroll_length, driver.batch_size)
+    return algorithm, learner, driver
+
+
 @gin.configurable(module="alf_async")
 def train(root_dir: str,
           algorithm_class: Callable = PPOAlgorithm,
@@ -115,20 +138,9 @@ def train(root_dir: str,
     root_dir = check_writable(root_dir)
     if num_iterations is None and num_env_steps is None and stop_at_return is None:
         raise ValueError("train needs num_iterations, num_env_steps or stop_at_return")
-    if seed is not None:
-        tf.random.set_seed(seed)
-    env_factory = lambda i: create_environment(seed=None if seed is None else seed + 1000 * i)
-    probe = env_factory(0)
-    strategy = tf.distribute.get_strategy()
-    with strategy.scope():
-        algorithm = algorithm_class(probe.time_step_spec(), probe.action_spec())
-    probe.close()
-    learner = Learner(algorithm, strategy)
-    driver = AsyncOffPolicyDriver(env_factory, algorithm, learner)
-    learner.check_batch_size(driver.env_steps_per_batch)
-    counters = _Counters()
-    checkpoint = tf.train.Checkpoint(algorithm=algorithm, optimizer=learner.optimizer,
-                                     train_step=learner.train_step, counters=counters)
+    algorithm, learner, driver = build(algorithm_class, seed)
+    counters = _Counters(learner)
+    checkpoint = tf.train.Checkpoint(algorithm=algorithm, learner=learner, counters=counters)
     manager = tf.train.CheckpointManager(checkpoint, os.path.join(root_dir, "checkpoints"),
                                          max_to_keep=max_checkpoints)
     if manager.latest_checkpoint:
@@ -153,8 +165,7 @@ def train(root_dir: str,
                 lambda: tf.equal(learner.train_step % summary_interval, 0)):
             tf.summary.text("config/operative_gin", config, step=counters.iteration)
             while not done():
-                counters.env_steps.assign_add(driver.run_async())
-                counters.iteration.assign_add(1)
+                driver.run_async()
                 counters.episodes.assign(episodes_before + driver.stats.num_episodes)
                 fps = progress.frames_per_sec(int(counters.env_steps))
                 average_return = driver.stats.averages()[0]

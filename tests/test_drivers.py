@@ -7,7 +7,7 @@ import tensorflow as tf
 from tf_agents.trajectories import time_step as ts
 
 from alf_async.drivers import AsyncOffPolicyDriver
-from alf_async.threads import ThreadError
+from alf_async.threads import LearnerStarvedError, ThreadError
 from fakes import EPISODE_LENGTH, CountingEnv, CountingPolicy
 
 B = 3
@@ -183,7 +183,7 @@ def test_policy_error_names_the_actor_thread():
     env = CountingEnv(0, B)
     policy = CountingPolicy(env)
 
-    def broken_act(time_step, policy_state):
+    def broken_act(observation, step_type, policy_state):
         raise tf.errors.InvalidArgumentError(None, None, "bad policy")
 
     policy.act = broken_act
@@ -192,4 +192,23 @@ def test_policy_error_names_the_actor_thread():
     driver.start()
     with pytest.raises(ThreadError, match="ActorThread0 failed: InvalidArgumentError"):
         driver.get_training_exps()
+    _timed_stop(driver)
+
+
+def test_starving_learner_gets_a_diagnosis_instead_of_a_hang():
+    driver, envs = _driver(num_envs=2, actor_queue_cap=1, unroll_length=4, learn_queue_cap=2,
+                           learner_queue_timeout=0.5)
+    driver.start()
+    driver.get_training_exps()
+    gate = threading.Event()
+    for env in envs:  # freeze the envs: no unroll is produced until the gate opens
+        step = env.step
+        env.step = lambda action, step=step: gate.wait(10) and step(action)
+    start = time.time()
+    with pytest.raises(LearnerStarvedError, match=r"learner_queue_timeout=0.5s: 2/2 env threads "
+                       r"and 1/1 actor threads alive, actor queue sizes \[\d\], \d+ unrolls"):
+        for _ in range(10):
+            driver.get_training_exps()
+    assert time.time() - start < 5
+    gate.set()
     _timed_stop(driver)

@@ -1,0 +1,90 @@
+import numpy as np
+import pytest
+import tensorflow as tf
+from tf_agents.trajectories import time_step as ts
+
+from alf_async.algorithms import PPOAlgorithm
+from alf_async.devices import create_strategy
+from alf_async.environments import CartPoleBatchedEnv
+from alf_async.experience import Experience, LearnBatch
+from alf_async.learner import Learner, schedule_value
+
+Q, T, B = 2, 4, 4
+
+
+def _batch(seed=0):
+    rng = np.random.default_rng(seed)
+    step_type = rng.choice([ts.StepType.MID, ts.StepType.LAST], size=(Q, T, B), p=[0.8, 0.2])
+    step_type[:, 1:][step_type[:, :-1] == ts.StepType.LAST] = ts.StepType.FIRST
+    time_step = ts.TimeStep(step_type.astype(np.int32), rng.random((Q, T, B), np.float32),
+                            np.ones((Q, T, B), np.float32),
+                            rng.normal(size=(Q, T, B, 4)).astype(np.float32))
+    exp = Experience(time_step, rng.integers(0, 2, (Q, T, B)),
+                     np.log(rng.uniform(0.3, 0.7, (Q, T, B))).astype(np.float32), (),
+                     np.zeros((Q, T, B), np.int64))
+    boot = tf.nest.map_structure(lambda x: x[:, 0], time_step)
+    return LearnBatch(tf.nest.map_structure(tf.convert_to_tensor, exp),
+                      tf.nest.map_structure(tf.convert_to_tensor, boot),
+                      tf.range(Q), Q * T * B)
+
+
+def _learner(strategy, **kwargs):
+    env = CartPoleBatchedEnv(1)
+    with strategy.scope():
+        algo = PPOAlgorithm(env.time_step_spec(), env.action_spec(), entropy_coeff=0.01)
+    return algo, Learner(algo, strategy, **kwargs)
+
+
+def test_two_replicas_give_the_same_update_as_one():
+    kwargs = dict(num_epochs=1, num_minibatches=1, learning_rate=1e-2, adam_epsilon=1.0,
+                  grad_clip=None)
+    one_algo, one = _learner(tf.distribute.get_strategy(), **kwargs)
+    mirrored = create_strategy("mirrored", devices=["/cpu:0", "/cpu:1"])
+    assert mirrored.num_replicas_in_sync == 2
+    two_algo, two = _learner(mirrored, **kwargs)
+    for a, b in zip(one_algo.variables_to_train, two_algo.variables_to_train):
+        b.assign(a)
+    before = [v.numpy() for v in one_algo.variables_to_train]
+    for seed in range(3):
+        info_one = one.train(_batch(seed))
+        info_two = two.train(_batch(seed))
+    np.testing.assert_allclose(info_one["loss"], info_two["loss"], rtol=1e-4, atol=1e-6)
+    changed = False
+    for a, b, b0 in zip(one_algo.variables_to_train, two_algo.variables_to_train, before):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-4, atol=1e-6)
+        changed |= not np.allclose(a.numpy(), b0)
+    assert changed
+    assert int(one.train_step) == int(two.train_step) == 3
+    assert int(two.env_steps) == 3 * Q * T * B
+
+
+def test_batch_must_split_across_replicas_and_minibatches():
+    _, learner = _learner(create_strategy("mirrored", devices=["/cpu:0", "/cpu:1"]),
+                          num_minibatches=3)
+    with pytest.raises(ValueError, match="= 3 does not split across 2 replicas"):
+        learner.check_batch_shape(learn_queue_cap=1, unroll_length=4, batch_size=3)
+    with pytest.raises(ValueError, match="8 samples .* num_minibatches=3"):
+        learner.check_batch_shape(learn_queue_cap=1, unroll_length=4, batch_size=4)
+    learner.check_batch_shape(learn_queue_cap=2, unroll_length=3, batch_size=4)
+
+
+def test_unknown_strategy_kind():
+    with pytest.raises(ValueError, match="create_strategy.kind must be"):
+        create_strategy("tpu")
+
+
+def test_learning_rate_schedule_is_piecewise_linear_in_env_steps():
+    schedule = [(0, 1e-3), (1000, 1e-4)]
+    assert schedule_value(3e-4, 123) == 3e-4
+    assert schedule_value(schedule, 500) == pytest.approx(5.5e-4)
+    assert schedule_value(schedule, 5000) == pytest.approx(1e-4)
+    with pytest.raises(ValueError, match="sorted"):
+        schedule_value([(10, 1.0), (0, 2.0)], 5)
+    _, learner = _learner(tf.distribute.get_strategy(), learning_rate=schedule,
+                          num_minibatches=2)
+    batch = _batch()
+    learner.train(batch)  # at env step 0
+    assert float(learner.optimizer.learning_rate) == pytest.approx(1e-3)
+    learner.env_steps.assign(500)
+    learner.train(batch)
+    assert float(learner.optimizer.learning_rate) == pytest.approx(5.5e-4)

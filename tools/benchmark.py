@@ -1,0 +1,175 @@
+"""Throughput of alf_async against its own ceilings and tf-agents' sync PPO.
+
+Measures, in one run on one machine, env frames per second of:
+  1. end_to_end:   the async PPO trainer (frames consumed by the learner);
+  2. learner_only: the same learner on one in-memory batch, over and over;
+  3. actor_only:   the driver collecting, the learner only dequeuing;
+  4. raw_env:      the batched env stepped with random actions, no TF;
+  5. tf_agents:    PPOClipAgent + DynamicStepDriver, same env count,
+                   unroll length, networks and epochs.
+and prints the ratios 1/5, 1/2 and 3/4 (absolute figures are noisy on
+shared machines; ratios taken in one run are not).
+
+    python tools/benchmark.py --duration=20 --out=bench.json
+"""
+
+import json
+import time
+
+import gin
+import numpy as np
+import tensorflow as tf
+from absl import app, flags
+
+from alf_async import trainer
+from alf_async.environments import create_environment
+
+flags.DEFINE_multi_string("gin_file", ["gin_configs/ppo_async.gin"], "Gin config(s).")
+flags.DEFINE_multi_string("gin_param", [], "Extra gin bindings.")
+flags.DEFINE_integer("num_envs", None, "E, env threads.")
+flags.DEFINE_integer("num_parallel_environments", None, "B, sub-envs per env thread.")
+flags.DEFINE_integer("unroll_length", None, "T.")
+flags.DEFINE_integer("learn_queue_cap", None, "Q.")
+flags.DEFINE_integer("actor_queue_cap", None, "A.")
+flags.DEFINE_integer("num_actor_queues", None, "N.")
+flags.DEFINE_float("duration", 15.0, "Seconds measured per figure.")
+flags.DEFINE_float("warmup", 5.0, "Seconds of warm-up before each measurement.")
+flags.DEFINE_boolean("tf_agents", True, "Also measure tf-agents' synchronous PPO.")
+flags.DEFINE_string("out", None, "Write the figures as JSON here.")
+FLAGS = flags.FLAGS
+
+_SIZE_FLAGS = {
+    "num_envs": "AsyncOffPolicyDriver.num_envs",
+    "num_parallel_environments": "create_environment.num_parallel_environments",
+    "unroll_length": "AsyncOffPolicyDriver.unroll_length",
+    "learn_queue_cap": "AsyncOffPolicyDriver.learn_queue_cap",
+    "actor_queue_cap": "AsyncOffPolicyDriver.actor_queue_cap",
+    "num_actor_queues": "AsyncOffPolicyDriver.num_actor_queues",
+}
+
+
+def _rate(step_fn, duration: float, warmup: float) -> float:
+    """Frames/s of `step_fn() -> frames`, after `warmup` seconds."""
+    deadline = time.perf_counter() + warmup
+    while time.perf_counter() < deadline:
+        step_fn()
+    frames, start = 0, time.perf_counter()
+    while time.perf_counter() - start < duration:
+        frames += step_fn()
+    return frames / (time.perf_counter() - start)
+
+
+def _with_driver(fn):
+    """Runs `fn(driver, learner)` on a started driver, then stops it."""
+    _, learner, driver = trainer.build()
+    driver.start()
+    try:
+        return fn(driver, learner)
+    finally:
+        driver.stop()
+
+
+def end_to_end() -> float:
+    return _with_driver(lambda d, _: _rate(d.run_async, FLAGS.duration, FLAGS.warmup))
+
+
+def actor_only() -> float:
+    return _with_driver(lambda d, _: _rate(lambda: d.get_training_exps().env_steps,
+                                           FLAGS.duration, FLAGS.warmup))
+
+
+def learner_only() -> float:
+    def measure(driver, learner):
+        batch = driver.get_training_exps()
+        driver.stop()
+
+        def step():
+            learner.train(batch)
+            return batch.env_steps
+
+        return _rate(step, FLAGS.duration, FLAGS.warmup)
+
+    return _with_driver(measure)
+
+
+def raw_env() -> float:
+    env = create_environment(seed=0)
+    env.reset()
+    rng = np.random.default_rng(0)
+    b = env.batch_size
+
+    def step():
+        env.step(rng.integers(0, 2, b))
+        return b
+
+    return _rate(step, FLAGS.duration, min(FLAGS.warmup, 1.0))
+
+
+def tf_agents_ppo() -> float:
+    """tf-agents' synchronous PPO on the same env, sizes and networks."""
+    from tf_agents.agents.ppo import ppo_clip_agent
+    from tf_agents.drivers import dynamic_step_driver
+    from tf_agents.environments import tf_py_environment
+    from tf_agents.networks import actor_distribution_network, value_network
+    from tf_agents.replay_buffers import tf_uniform_replay_buffer
+    from tf_agents.utils import common
+
+    num_envs = gin.query_parameter("AsyncOffPolicyDriver.num_envs")
+    b = gin.query_parameter("create_environment.num_parallel_environments")
+    unroll = gin.query_parameter("AsyncOffPolicyDriver.unroll_length")
+    epochs = gin.query_parameter("alf_async.Learner.num_epochs")
+    layers = gin.query_parameter("PPOAlgorithm.actor_fc_layers")
+    env = tf_py_environment.TFPyEnvironment(
+        create_environment(num_parallel_environments=num_envs * b, seed=0))
+    actor = actor_distribution_network.ActorDistributionNetwork(
+        env.observation_spec(), env.action_spec(), fc_layer_params=layers,
+        activation_fn=tf.keras.activations.tanh)
+    value = value_network.ValueNetwork(env.observation_spec(), fc_layer_params=layers,
+                                       activation_fn=tf.keras.activations.tanh)
+    agent = ppo_clip_agent.PPOClipAgent(
+        env.time_step_spec(), env.action_spec(), tf.keras.optimizers.Adam(1e-3),
+        actor_net=actor, value_net=value, importance_ratio_clipping=0.2, num_epochs=epochs,
+        use_gae=True, normalize_observations=False, normalize_rewards=False)
+    agent.initialize()
+    buffer = tf_uniform_replay_buffer.TFUniformReplayBuffer(
+        agent.collect_data_spec, batch_size=env.batch_size, max_length=unroll + 1)
+    driver = dynamic_step_driver.DynamicStepDriver(
+        env, agent.collect_policy, observers=[buffer.add_batch],
+        num_steps=unroll * env.batch_size)
+    collect, train = common.function(driver.run), common.function(agent.train)
+
+    def iteration():
+        collect()
+        train(buffer.gather_all())
+        buffer.clear()
+        return unroll * env.batch_size
+
+    return _rate(iteration, FLAGS.duration, FLAGS.warmup)
+
+
+def main(argv) -> None:
+    del argv
+    bindings = [f"{_SIZE_FLAGS[k]} = {FLAGS[k].value}" for k in _SIZE_FLAGS
+                if FLAGS[k].value is not None]
+    gin.parse_config_files_and_bindings(FLAGS.gin_file, FLAGS.gin_param + bindings)
+    figures = {"end_to_end": end_to_end(), "learner_only": learner_only(),
+               "actor_only": actor_only(), "raw_env": raw_env()}
+    if FLAGS.tf_agents:
+        figures["tf_agents"] = tf_agents_ppo()
+    ratios = {"end_to_end/learner_only": figures["end_to_end"] / figures["learner_only"],
+              "actor_only/raw_env": figures["actor_only"] / figures["raw_env"]}
+    if FLAGS.tf_agents:
+        ratios["end_to_end/tf_agents"] = figures["end_to_end"] / figures["tf_agents"]
+    print(f"{'measurement':<28}{'frames/s':>14}")
+    for name, value in figures.items():
+        print(f"{name:<28}{value:>14,.0f}")
+    for name, value in ratios.items():
+        print(f"{name:<28}{value:>14.2f}")
+    if FLAGS.out:
+        with open(FLAGS.out, "w") as f:
+            json.dump({"frames_per_sec": figures, "ratios": ratios,
+                       "bindings": gin.config_str()}, f, indent=2)
+
+
+if __name__ == "__main__":
+    app.run(main)
