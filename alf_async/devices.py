@@ -1,5 +1,6 @@
 """Choosing the learner's devices: a `tf.distribute.Strategy` from gin."""
 
+import functools
 from typing import Optional, Sequence
 
 import gin
@@ -54,4 +55,11 @@ def create_strategy(kind: str = "default", devices: Optional[Sequence[str]] = No
     if devices is None:
         gpus = tf.config.list_logical_devices("GPU")
         devices = [d.name for d in gpus or tf.config.list_logical_devices("CPU")]
+    return _mirrored_strategy(tuple(devices))
+
+
+@functools.lru_cache(maxsize=None)
+def _mirrored_strategy(devices) -> tf.distribute.MirroredStrategy:
+    # One strategy per device set and process: two MirroredStrategy objects
+    # over the same devices can hand out clashing collective-op keys.
     return tf.distribute.MirroredStrategy(devices=list(devices))

@@ -3,6 +3,7 @@
 import logging
 import sys
 import threading
+import time
 from typing import Callable, Optional
 
 import gin
@@ -11,7 +12,7 @@ import tensorflow as tf
 from tf_agents.specs import tensor_spec
 
 from alf_async.experience import ActReply, LearnBatch, make_specs
-from alf_async.metrics import EpisodeStats
+from alf_async.metrics import EpisodeStats, StageClock
 from alf_async.queues import TFQueues
 from alf_async.threads import (QUEUE_CLOSED, ActorThread, EnvThread, LearnerStarvedError,
                                LogThread)
@@ -111,6 +112,7 @@ class AsyncOffPolicyDriver:
         self._version = learner.train_step if learner else tf.constant(0, tf.int64)
         self._coord = tf.train.Coordinator()
         self.stats = EpisodeStats(num_envs, self._batch_size, episode_window)
+        self.clock = StageClock()
         self._threads = self._make_threads(num_envs, num_actor_queues)
         self._started = self._stopped = self._error_raised = False
 
@@ -143,6 +145,11 @@ class AsyncOffPolicyDriver:
     def batch_size(self) -> int:
         """B, sub-envs per env thread."""
         return self._batch_size
+
+    @property
+    def num_envs(self) -> int:
+        """E, env threads."""
+        return len(self._envs)
 
     @property
     def unroll_length(self) -> int:
@@ -217,9 +224,17 @@ class AsyncOffPolicyDriver:
         self._queues.close_all()
 
     def run_async(self) -> int:
-        """Trains the learner on one learn batch; returns its env steps."""
+        """Trains the learner on one learn batch; returns its env steps.
+
+        Times the wait for the batch (`dequeue_wait`), its placement on the
+        learner's devices (`load`) and the update (`grad`) in `self.clock`.
+        """
+        start = time.perf_counter()
         batch = self.get_training_exps()
-        self._learner.train(batch)
+        loaded = time.perf_counter()
+        self.clock.add("dequeue_wait", loaded - start)
+        self._learner.train(batch, self.clock)
+        self.clock.tick()
         return batch.env_steps
 
     def stop(self) -> None:

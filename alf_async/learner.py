@@ -1,5 +1,6 @@
 """The learner: SGD on learn batches, written against `tf.distribute`."""
 
+import time
 from typing import Dict, Optional, Sequence, Tuple, Union
 
 import gin
@@ -7,8 +8,10 @@ import numpy as np
 import tensorflow as tf
 
 from alf_async.experience import LearnBatch
+from alf_async.metrics import StageClock
 
 Schedule = Union[float, Sequence[Tuple[int, float]]]
+_NON_FINITE = "non-finite loss or gradient"
 
 
 def schedule_value(schedule: Schedule, env_steps: int) -> float:
@@ -75,6 +78,14 @@ class Learner(tf.Module):
     def strategy(self) -> tf.distribute.Strategy:
         return self._strategy
 
+    @property
+    def devices(self):
+        """Names of the devices the replicas run on."""
+        if isinstance(self._strategy, tf.distribute.MirroredStrategy):
+            return list(self._strategy.extended.worker_devices)
+        default = tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("CPU")
+        return [default[0].name]
+
     def check_batch_shape(self, learn_queue_cap: int, unroll_length: int,
                           batch_size: int) -> None:
         """Raises ValueError unless a `[Q, T, B]` batch splits evenly.
@@ -95,17 +106,40 @@ class Learner(tf.Module):
                 f"unroll_length * num_parallel_environments / replicas) do not split into "
                 f"num_minibatches={self._num_minibatches}")
 
-    def train(self, batch: LearnBatch) -> Dict[str, tf.Tensor]:
+    def train(self, batch: LearnBatch, clock: Optional[StageClock] = None
+              ) -> Dict[str, tf.Tensor]:
         """One update on a learn batch; returns the mean loss terms.
+
+        `clock`, if given, gets the `load` (placing the batch on the devices)
+        and `grad` (the compiled update) times.
 
         Counts `train_step` and `env_steps`, moves the schedules to the
         current env step, and writes `loss/*` and `learner/*` summaries to the
         default summary writer, if any, at step `train_step`.
+
+        Raises:
+            FloatingPointError: a minibatch's loss or gradient was NaN or
+                infinite; its optimizer step was not applied.
         """
         self.optimizer.learning_rate = schedule_value(self._learning_rate,
                                                       int(self.env_steps))
         self.env_steps.assign_add(batch.env_steps)
-        return self._train(*self._distribute(batch), batch.experience.policy_version)
+        start = time.perf_counter()
+        experience, bootstrap = self._distribute(batch)
+        loaded = time.perf_counter()
+        update = int(self.train_step) + 1
+        try:
+            info = self._train(experience, bootstrap, batch.experience.policy_version)
+        except tf.errors.InvalidArgumentError as error:
+            if _NON_FINITE not in str(error):
+                raise
+            raise FloatingPointError(
+                f"Non-finite loss or gradient in learner update {update}: "
+                f"that step was not applied and no checkpoint holds it") from None
+        if clock is not None:
+            clock.add("load", loaded - start)
+            clock.add("grad", time.perf_counter() - loaded)
+        return info
 
     def _distribute(self, batch: LearnBatch):
         """Splits the batch's Q * B columns across the replicas.
@@ -182,7 +216,10 @@ class Learner(tf.Module):
         norm = tf.linalg.global_norm(grads)
         if self._grad_clip is not None:
             grads, _ = tf.clip_by_global_norm(grads, self._grad_clip, use_norm=norm)
-        self.optimizer.apply_gradients(zip(grads, variables), skip_gradients_aggregation=True)
+        finite = tf.math.is_finite(norm) & tf.math.is_finite(means["loss"])
+        with tf.control_dependencies([tf.debugging.Assert(finite, [_NON_FINITE])]):
+            self.optimizer.apply_gradients(zip(grads, variables),
+                                           skip_gradients_aggregation=True)
         # Each replica's terms are partial sums of the global mean.
         num_replicas = ctx.num_replicas_in_sync
         return dict({k: v * num_replicas for k, v in means.items()}, grad_norm=norm)

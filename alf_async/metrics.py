@@ -2,6 +2,7 @@
 
 import collections
 import threading
+import time
 
 import numpy as np
 from tf_agents.trajectories import time_step as ts
@@ -67,3 +68,34 @@ class EpisodeStats:
                 return float("nan"), float("nan")
             mean_return, mean_length = np.mean(np.asarray(self._recent), axis=0)
             return float(mean_return), float(mean_length)
+
+
+class StageClock:
+    """Wall time spent in named stages of the training loop.
+
+    `learner/busy` is the share of wall time spent in the `grad` stage since
+    the last `read_and_reset()`.
+
+    Thread-safety: used by the trainer's thread only.
+    """
+
+    def __init__(self):
+        self._totals = collections.defaultdict(float)
+        self._count = 0
+        self._since = time.perf_counter()
+
+    def add(self, stage: str, seconds: float) -> None:
+        self._totals[stage] += seconds
+
+    def tick(self) -> None:
+        """Marks the end of one iteration."""
+        self._count += 1
+
+    def read_and_reset(self) -> dict:
+        """`{stage}_ms` per iteration and `busy`, over the iterations since last read."""
+        wall = time.perf_counter() - self._since
+        count = max(self._count, 1)
+        out = {f"{stage}_ms": 1000 * total / count for stage, total in self._totals.items()}
+        out["busy"] = self._totals.get("grad", 0.0) / max(wall, 1e-9)
+        self.__init__()
+        return out

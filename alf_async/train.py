@@ -41,6 +41,9 @@ def main(argv) -> None:
     except ThreadError as error:
         logging.error("%s", error, exc_info=error.__cause__)
         sys.exit(1)
+    except trainer.TrainingInterrupted as interrupted:
+        logging.warning("%s", interrupted)
+        sys.exit(128 + interrupted.signum)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,9 @@
 """The training loop: driver + learner, summaries, checkpoints, progress."""
 
 import os
+import signal
 import tempfile
+import threading
 import time
 from typing import Callable, Optional
 
@@ -13,6 +15,7 @@ from alf_async.algorithms import PPOAlgorithm
 from alf_async.devices import create_strategy
 from alf_async.drivers import AsyncOffPolicyDriver
 from alf_async.environments import create_environment
+from alf_async.evaluation import GreedyPolicy, export_policy, run_episodes
 from alf_async.learner import Learner
 
 
@@ -36,6 +39,44 @@ class _Counters(tf.Module):
         self.iteration = learner.train_step
         self.env_steps = learner.env_steps
         self.episodes = tf.Variable(0, dtype=tf.int64, name="episodes")
+
+
+class TrainingInterrupted(Exception):
+    """SIGINT or SIGTERM stopped training; a checkpoint was written first."""
+
+    def __init__(self, signum: int, iteration: int):
+        super().__init__(f"Interrupted by {signal.Signals(signum).name} at iteration "
+                         f"{iteration}; checkpoint saved")
+        self.signum = signum
+
+
+class _SignalStop:
+    """Turns the first SIGINT/SIGTERM into a stop request; a second SIGINT exits now.
+
+    Installed only in the main thread (where Python delivers signals).
+    """
+
+    def __init__(self):
+        self.signum = None
+        self._previous = {}
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread():
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                self._previous[signum] = signal.signal(signum, self._handle)
+        return self
+
+    def __exit__(self, *exc):
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+
+    def _handle(self, signum, frame):
+        del frame
+        if self.signum is not None and signum == signal.SIGINT:
+            os._exit(128 + signum)
+        self.signum = signum
+        logging.warning("%s received: stopping after this iteration (again to exit now)",
+                        signal.Signals(signum).name)
 
 
 class _Progress:
@@ -66,7 +107,9 @@ class _Progress:
         return True
 
 
-def _write_metrics(driver: AsyncOffPolicyDriver, counters: _Counters, fps: float) -> None:
+def _write_metrics(driver: AsyncOffPolicyDriver, counters: _Counters, fps: float,
+                   num_replicas: int) -> dict:
+    """Writes the summaries of the trainer's side; returns the stage timings."""
     average_return, average_length = driver.stats.averages()
     iteration, env_steps = counters.iteration, counters.env_steps
     for family, step in [("Metrics", iteration), ("Metrics_vs_EnvironmentSteps", env_steps)]:
@@ -76,6 +119,39 @@ def _write_metrics(driver: AsyncOffPolicyDriver, counters: _Counters, fps: float
     tf.summary.scalar("Metrics/NumberOfEpisodes", counters.episodes, step=iteration)
     tf.summary.scalar("driver/env_frames_per_sec", fps, step=iteration)
     tf.summary.scalar("driver/learn_queue_size", driver.learn_queue_size(), step=iteration)
+    tf.summary.scalar("learner/num_replicas", num_replicas, step=iteration)
+    timings = driver.clock.read_and_reset()
+    for key, value in timings.items():
+        tf.summary.scalar(f"learner/{key}", value, step=iteration)
+    return timings
+
+
+def _evaluate(algorithm, iteration, num_episodes: int, seed: Optional[int]) -> None:
+    env = create_environment(num_parallel_environments=num_episodes,
+                             seed=None if seed is None else seed - 1)
+    policy = GreedyPolicy(algorithm)
+    average_return, average_length = run_episodes(lambda obs, _: policy.action(obs), env,
+                                                  num_episodes)
+    env.close()
+    with tf.summary.record_if(True):
+        tf.summary.scalar("eval/AverageReturn", average_return, step=iteration)
+        tf.summary.scalar("eval/AverageEpisodeLength", average_length, step=iteration)
+    logging.info("Evaluation at iteration %d: average return %.1f over %d greedy episodes",
+                 int(iteration), average_return, num_episodes)
+
+
+def _log_progress(counters: _Counters, fps: float, average_return: float, learn_queue: int,
+                  timings: dict, num_env_steps: Optional[int]) -> None:
+    eta = ""
+    if num_env_steps is not None and fps > 0:
+        eta = f" | ETA {max(num_env_steps - int(counters.env_steps), 0) / fps:.0f} s"
+    logging.info("iteration %d | env steps %d | %.0f frames/s | average return %.1f | "
+                 "learn queue %d | learner busy %.0f%%%s", int(counters.iteration),
+                 int(counters.env_steps), fps, average_return, learn_queue,
+                 100 * timings.get("busy", 0.0), eta)
+    if timings.get("dequeue_wait_ms", 0.0) > timings.get("grad_ms", float("inf")):
+        logging.info("The learner waits for data longer than it trains: more env threads "
+                     "(num_envs) or sub-envs (num_parallel_environments) would feed it faster.")
 
 
 def build(algorithm_class: Callable = PPOAlgorithm, seed: Optional[int] = None):
@@ -111,7 +187,9 @@ def train(root_dir: str,
           summary_interval: int = 10,
           checkpoint_interval: int = 100,
           max_checkpoints: int = 3,
-          log_interval_secs: float = 5.0) -> dict:
+          log_interval_secs: float = 5.0,
+          eval_interval: int = 0,
+          num_eval_episodes: int = 10) -> dict:
     """Trains `algorithm_class` with an `AsyncOffPolicyDriver` until done.
 
     Re-running with the same `root_dir` resumes from its latest checkpoint;
@@ -130,6 +208,9 @@ def train(root_dir: str,
         checkpoint_interval: iterations between checkpoints.
         max_checkpoints: checkpoints kept on disk.
         log_interval_secs: seconds between console progress lines.
+        eval_interval: iterations between greedy evaluations (0: none).
+        num_eval_episodes: episodes per evaluation, played in parallel on a
+            separate env.
 
     Returns:
         Final metrics: iteration, env_steps, episodes, average_return,
@@ -155,13 +236,22 @@ def train(root_dir: str,
     episodes_before = int(counters.episodes)
 
     def done() -> bool:
-        return ((num_iterations is not None and counters.iteration >= num_iterations) or
+        return (interrupt.signum is not None or
+                (num_iterations is not None and counters.iteration >= num_iterations) or
                 (num_env_steps is not None and counters.env_steps >= num_env_steps) or
                 (stop_at_return is not None and driver.stats.averages()[0] >= stop_at_return))
 
+    replicas = learner.strategy.num_replicas_in_sync
+    logging.info(
+        "Training %s: %d env threads x %d sub-envs, unroll_length %d, learn_queue_cap %d "
+        "(%d frames per learn batch), %d learner replica(s) on %s", type(algorithm).__name__,
+        driver.num_envs, driver.batch_size, driver.unroll_length, driver.learn_queue_cap,
+        driver.env_steps_per_batch, replicas, ", ".join(learner.devices))
+    timings = {}
+    interrupt = _SignalStop()
     driver.start()
     try:
-        with writer.as_default(), tf.summary.record_if(
+        with interrupt, writer.as_default(), tf.summary.record_if(
                 lambda: tf.equal(learner.train_step % summary_interval, 0)):
             tf.summary.text("config/operative_gin", config, step=counters.iteration)
             while not done():
@@ -171,22 +261,27 @@ def train(root_dir: str,
                 average_return = driver.stats.averages()[0]
                 progress.check_target(average_return, int(counters.env_steps))
                 if int(counters.iteration) % summary_interval == 0:
-                    _write_metrics(driver, counters, fps)
+                    timings = _write_metrics(driver, counters, fps, replicas)
                 if int(counters.iteration) % checkpoint_interval == 0:
                     manager.save(checkpoint_number=counters.iteration)
+                if eval_interval and int(counters.iteration) % eval_interval == 0:
+                    _evaluate(algorithm, counters.iteration, num_eval_episodes, seed)
                 if progress.due(log_interval_secs):
-                    logging.info(
-                        "iteration %d | env steps %d | %.0f frames/s | average return %.1f | "
-                        "learn queue %d", int(counters.iteration), int(counters.env_steps), fps,
-                        average_return, driver.learn_queue_size())
-            _write_metrics(driver, counters, progress.frames_per_sec(int(counters.env_steps)))
+                    _log_progress(counters, fps, average_return, driver.learn_queue_size(),
+                                  timings, num_env_steps)
+            with tf.summary.record_if(True):  # the final state, whatever the interval
+                _write_metrics(driver, counters,
+                               progress.frames_per_sec(int(counters.env_steps)), replicas)
     finally:
         driver.stop()
     manager.save(checkpoint_number=counters.iteration)
+    export_policy(algorithm, root_dir)
     writer.flush()
     result = dict(iteration=int(counters.iteration), env_steps=int(counters.env_steps),
                   episodes=int(counters.episodes), average_return=driver.stats.averages()[0],
                   frames_per_sec=progress.frames_per_sec(int(counters.env_steps)),
                   seconds_to_report_return=progress.reached_at)
+    if interrupt.signum is not None:
+        raise TrainingInterrupted(interrupt.signum, result["iteration"])
     logging.info("Training done: %s", result)
     return result

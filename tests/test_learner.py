@@ -3,7 +3,7 @@ import pytest
 import tensorflow as tf
 from tf_agents.trajectories import time_step as ts
 
-from alf_async.algorithms import PPOAlgorithm
+from alf_async.algorithms import ImpalaAlgorithm, PPOAlgorithm
 from alf_async.devices import create_strategy
 from alf_async.environments import CartPoleBatchedEnv
 from alf_async.experience import Experience, LearnBatch
@@ -28,20 +28,21 @@ def _batch(seed=0):
                       tf.range(Q), Q * T * B)
 
 
-def _learner(strategy, **kwargs):
+def _learner(strategy, algorithm_class=PPOAlgorithm, **kwargs):
     env = CartPoleBatchedEnv(1)
     with strategy.scope():
-        algo = PPOAlgorithm(env.time_step_spec(), env.action_spec(), entropy_coeff=0.01)
+        algo = algorithm_class(env.time_step_spec(), env.action_spec(), entropy_coeff=0.01)
     return algo, Learner(algo, strategy, **kwargs)
 
 
-def test_two_replicas_give_the_same_update_as_one():
+@pytest.mark.parametrize("algorithm_class", [PPOAlgorithm, ImpalaAlgorithm])
+def test_two_replicas_give_the_same_update_as_one(algorithm_class):
     kwargs = dict(num_epochs=1, num_minibatches=1, learning_rate=1e-2, adam_epsilon=1.0,
                   grad_clip=None)
-    one_algo, one = _learner(tf.distribute.get_strategy(), **kwargs)
+    one_algo, one = _learner(tf.distribute.get_strategy(), algorithm_class, **kwargs)
     mirrored = create_strategy("mirrored", devices=["/cpu:0", "/cpu:1"])
     assert mirrored.num_replicas_in_sync == 2
-    two_algo, two = _learner(mirrored, **kwargs)
+    two_algo, two = _learner(mirrored, algorithm_class, **kwargs)
     for a, b in zip(one_algo.variables_to_train, two_algo.variables_to_train):
         b.assign(a)
     before = [v.numpy() for v in one_algo.variables_to_train]
@@ -88,3 +89,19 @@ def test_learning_rate_schedule_is_piecewise_linear_in_env_steps():
     learner.env_steps.assign(500)
     learner.train(batch)
     assert float(learner.optimizer.learning_rate) == pytest.approx(5.5e-4)
+
+
+def test_non_finite_gradient_stops_before_the_weights_change():
+    algo, learner = _learner(tf.distribute.get_strategy(), num_minibatches=1, num_epochs=1)
+    batch = _batch()
+    reward = batch.experience.time_step.reward.numpy()
+    reward[0, 1, 0] = np.nan
+    time_step = batch.experience.time_step._replace(reward=tf.constant(reward))
+    bad = batch._replace(experience=batch.experience._replace(time_step=time_step))
+    before = [v.numpy() for v in algo.variables_to_train]
+    with pytest.raises(FloatingPointError, match="Non-finite loss or gradient in learner "
+                                                 "update 1"):
+        learner.train(bad)
+    for v, b in zip(algo.variables_to_train, before):
+        np.testing.assert_array_equal(v.numpy(), b)
+    assert int(learner.optimizer.iterations) == 0

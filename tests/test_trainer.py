@@ -1,6 +1,8 @@
 import os
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 import tensorflow as tf
@@ -14,6 +16,8 @@ REQUIRED_TAGS = {
     "Metrics/NumberOfEpisodes", "Metrics_vs_EnvironmentSteps/AverageReturn",
     "loss/loss", "loss/pg_loss", "loss/value_loss", "loss/entropy",
     "driver/env_frames_per_sec", "driver/learn_queue_size", "learner/policy_lag_mean",
+    "learner/dequeue_wait_ms", "learner/load_ms", "learner/grad_ms", "learner/busy",
+    "learner/num_replicas", "learner/learning_rate",
 }
 
 
@@ -30,13 +34,22 @@ def test_second_run_resumes_counters(tmp_path):
     root = str(tmp_path / "run")
     first = trainer.train(root, num_iterations=3, num_env_steps=None, summary_interval=1)
     assert first["iteration"] == 3 and first["env_steps"] == 3 * 4 * 32 * 16  # iterations * Q * T * B
-    second = trainer.train(root, num_iterations=5, num_env_steps=None, summary_interval=1)
+    second = trainer.train(root, num_iterations=5, num_env_steps=None, summary_interval=1,
+                           eval_interval=2, num_eval_episodes=3)
     assert second["iteration"] == 5
     assert second["env_steps"] == 5 * first["env_steps"] // 3
     assert second["episodes"] >= first["episodes"]
-    steps = [s for s, _ in read_scalars(root)["Metrics/EnvironmentSteps"]]
+    scalars = read_scalars(root)
+    steps = [s for s, _ in scalars["Metrics/EnvironmentSteps"]]
     assert sorted(set(steps)) == [1, 2, 3, 4, 5]
+    assert [s for s, _ in scalars["eval/AverageReturn"]] == [4]
     assert os.path.exists(os.path.join(root, "operative_config.gin"))
+    play = subprocess.run([sys.executable, "-m", "alf_async.play", f"--root_dir={root}",
+                           "--num_episodes=3"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
+    assert play.returncode == 0, play.stderr[-2000:]
+    played = float(play.stdout.split("average_return=")[1].split()[0])
+    assert 8 <= played <= 500
 
 
 def test_unwritable_root_dir_is_a_value_error(tmp_path):
@@ -71,9 +84,10 @@ def test_cli_bad_input_is_one_line_and_nonzero(tmp_path, args, message):
 
 
 @pytest.mark.slow
-def test_cli_trains_cartpole_to_475(tmp_path):
-    root = str(tmp_path / "ppo")
-    result = _cli("--gin_file=gin_configs/ppo_async.gin", f"--root_dir={root}",
+@pytest.mark.parametrize("config", ["ppo_async", "impala_async", "ppo_async_multi_device"])
+def test_cli_trains_cartpole_to_475(tmp_path, config):
+    root = str(tmp_path / config)
+    result = _cli(f"--gin_file=gin_configs/{config}.gin", f"--root_dir={root}",
                   "--gin_param=train.stop_at_return=475", "--gin_param=train.num_env_steps=3000000")
     assert result.returncode == 0, result.stderr[-3000:]
     scalars = read_scalars(root)
@@ -81,3 +95,33 @@ def test_cli_trains_cartpole_to_475(tmp_path):
     assert not missing, missing
     assert scalars["Metrics/AverageReturn"][-1][1] >= 475
     assert "Average return reached 475.0" in result.stderr
+    replicas = 2 if config.endswith("multi_device") else 1
+    assert scalars["learner/num_replicas"][-1][1] == replicas
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_signal_stops_saves_a_checkpoint_and_exits_with_the_conventional_code(tmp_path, signum):
+    root = tmp_path / "run"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "alf_async.train", "--gin_file=gin_configs/ppo_async.gin",
+         f"--root_dir={root}", "--gin_param=train.num_env_steps=100000000",
+         "--gin_param=train.log_interval_secs=0.5"],
+        cwd=ROOT, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 120
+        for line in proc.stderr:  # wait until training is under way
+            if "| env steps" in line or time.time() > deadline:
+                break
+        proc.send_signal(signum)
+        start = time.time()
+        _, stderr = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert time.time() - start < 10
+    assert proc.returncode == 128 + signum
+    name = signal.Signals(signum).name
+    assert f"Interrupted by {name} at iteration" in stderr
+    saved = tf.train.latest_checkpoint(str(root / "checkpoints"))
+    assert saved is not None
+    iteration = int(stderr.split("at iteration ")[1].split(";")[0])
+    assert saved.endswith(f"ckpt-{iteration}") and iteration > 0

@@ -54,3 +54,19 @@ def flatten_time(x):
     """`[T, N, ...]` -> `[T * N, ...]`."""
     shape = tf.shape(x)
     return tf.reshape(x, tf.concat([[shape[0] * shape[1]], shape[2:]], 0))
+
+
+def normalize(x, mask, epsilon: float = 1e-8):
+    """Normalises `x` to mean 0 and std 1 over entries where `mask` is 1.
+
+    Statistics are all-reduced over the replicas of the current replica
+    context, so every replica normalises with the same global moments.
+    """
+    ctx = tf.distribute.get_replica_context()
+    total, total_sq, count = ctx.all_reduce(
+        tf.distribute.ReduceOp.SUM,
+        [tf.reduce_sum(x * mask), tf.reduce_sum(tf.square(x) * mask), tf.reduce_sum(mask)])
+    count = tf.maximum(count, 1.0)
+    mean = total / count
+    var = tf.maximum(total_sq / count - tf.square(mean), 0.0)
+    return (x - mean) * tf.math.rsqrt(var + epsilon) * mask

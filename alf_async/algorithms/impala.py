@@ -22,6 +22,7 @@ class ImpalaAlgorithm(ActorCriticAlgorithm):
     def __init__(self, time_step_spec, action_spec,
                  clip_rho_threshold: Optional[float] = 1.0,
                  clip_pg_rho_threshold: Optional[float] = 1.0,
+                 normalize_advantages: bool = True,
                  name: str = "impala",
                  **kwargs):
         """
@@ -29,12 +30,16 @@ class ImpalaAlgorithm(ActorCriticAlgorithm):
             time_step_spec, action_spec: unbatched tf-agents specs of one sub-env.
             clip_rho_threshold: V-trace's rho-bar (None: no clipping).
             clip_pg_rho_threshold: clipping of the policy-gradient weights.
+            normalize_advantages: normalise the policy-gradient advantages over
+                each learn batch (keeps the step size independent of the
+                reward scale).
             **kwargs: `ActorCriticAlgorithm` settings (networks, discount,
                 loss coefficients).
         """
         super().__init__(time_step_spec, action_spec, name=name, **kwargs)
         self._clip_rho = clip_rho_threshold
         self._clip_pg_rho = clip_pg_rho_threshold
+        self._normalize_advantages = normalize_advantages
 
     def preprocess(self, experience, bootstrap) -> Samples:
         """Learn batch (`[Q, T, B, ...]`, bootstrap `[Q, B, ...]`) -> `[N]` samples."""
@@ -50,7 +55,10 @@ class ImpalaAlgorithm(ActorCriticAlgorithm):
         returns = vtrace.from_importance_weights(
             log_rhos, discounts, rewards, values[:-1], values[-1],
             self._clip_rho, self._clip_pg_rho)
-        return self._samples(experience, steps, mask, advantage=returns.pg_advantages,
+        advantage = returns.pg_advantages
+        if self._normalize_advantages:
+            advantage = adv_lib.normalize(advantage, mask)
+        return self._samples(experience, steps, mask, advantage=advantage,
                              value_target=returns.vs)
 
     def loss(self, samples: Samples) -> Dict[str, tf.Tensor]:

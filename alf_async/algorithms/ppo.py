@@ -56,7 +56,7 @@ class PPOAlgorithm(ActorCriticAlgorithm):
             steps.reward, steps.discount, steps.step_type, values, self._gamma, self._lambda)
         value_target = advantage + values[:-1]
         if self._normalize_advantages:
-            advantage = normalize(advantage, mask)
+            advantage = adv_lib.normalize(advantage, mask)
         return self._samples(experience, steps, mask, advantage=advantage,
                              value_target=value_target)
 
@@ -73,18 +73,3 @@ class PPOAlgorithm(ActorCriticAlgorithm):
             approx_kl=ratio - 1 - log_ratio,
             clip_fraction=tf.cast(tf.abs(ratio - 1) > self._clip_ratio, tf.float32))
 
-
-def normalize(x, mask, epsilon: float = 1e-8):
-    """Normalises `x` to mean 0 and std 1 over entries where `mask` is 1.
-
-    Statistics are all-reduced over the replicas of the current replica
-    context, so every replica normalises with the same global moments.
-    """
-    ctx = tf.distribute.get_replica_context()
-    total, total_sq, count = ctx.all_reduce(
-        tf.distribute.ReduceOp.SUM,
-        [tf.reduce_sum(x * mask), tf.reduce_sum(tf.square(x) * mask), tf.reduce_sum(mask)])
-    count = tf.maximum(count, 1.0)
-    mean = total / count
-    var = tf.maximum(total_sq / count - tf.square(mean), 0.0)
-    return (x - mean) * tf.math.rsqrt(var + epsilon) * mask

@@ -1,0 +1,68 @@
+"""Greedy evaluation episodes and the exported policy."""
+
+import os
+from typing import Callable, Tuple
+
+import numpy as np
+import tensorflow as tf
+from tf_agents.specs import tensor_spec
+from tf_agents.trajectories import time_step as ts
+
+
+def run_episodes(policy_fn: Callable, env, num_episodes: int,
+                 max_steps: int = 100_000) -> Tuple[float, float]:
+    """Runs `num_episodes` episodes on a batched env; returns mean return and length.
+
+    Args:
+        policy_fn: `(observation [B, ...], step_type [B]) -> action [B]`.
+        env: a batched tf-agents `PyEnvironment`; its sub-envs play episodes
+            in parallel and the first `num_episodes` to finish are counted.
+        num_episodes: episodes to average.
+        max_steps: bound on env steps, in case a policy never ends an episode.
+    """
+    time_step = env.reset()
+    returns = np.zeros(env.batch_size)
+    lengths = np.zeros(env.batch_size, np.int64)
+    finished = []
+    for _ in range(max_steps):
+        action = np.asarray(policy_fn(time_step.observation, time_step.step_type))
+        time_step = env.step(action)
+        playing = time_step.step_type != ts.StepType.FIRST
+        returns += np.where(playing, time_step.reward, 0.0)
+        lengths += playing
+        last = time_step.step_type == ts.StepType.LAST
+        finished.extend(zip(returns[last], lengths[last]))
+        returns[last], lengths[last] = 0.0, 0
+        if len(finished) >= num_episodes:
+            break
+    if not finished:
+        raise RuntimeError(f"No episode finished within max_steps={max_steps}")
+    mean_return, mean_length = np.mean(finished[:num_episodes], axis=0)
+    return float(mean_return), float(mean_length)
+
+
+class GreedyPolicy(tf.Module):
+    """The algorithm's greedy policy for feed-forward networks, as a SavedModel.
+
+    The saved model has one signature, `action(observation)`, batched along
+    the first axis, and needs only TensorFlow (and TF Probability's ops, which
+    are plain TF ops) to load and run.
+    """
+
+    def __init__(self, algorithm):
+        super().__init__(name="greedy_policy")
+        self._actor_net = algorithm.actor_net
+        spec = tensor_spec.from_spec(algorithm.time_step_spec.observation)
+        signature = tf.TensorSpec([None, *spec.shape], spec.dtype, name="observation")
+        self.action = tf.function(self._action, input_signature=[signature])
+
+    def _action(self, observation):
+        dist, _ = self._actor_net(observation, step_type=None, network_state=(), training=False)
+        return dist.mode()
+
+
+def export_policy(algorithm, directory: str) -> str:
+    """Saves the greedy policy as a TensorFlow SavedModel under `directory`."""
+    path = os.path.join(directory, "policy")
+    tf.saved_model.save(GreedyPolicy(algorithm), path)
+    return path

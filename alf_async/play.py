@@ -1,0 +1,43 @@
+"""Plays greedy episodes with a trained policy.
+
+    python -m alf_async.play --root_dir=runs/ppo --num_episodes=10
+
+Loads the policy exported at the end of training (`root_dir/policy`), makes
+the env of the run's operative gin config and prints the mean return.
+"""
+
+import os
+
+import gin
+import tensorflow as tf
+from absl import app, flags, logging
+
+from alf_async import trainer  # noqa: F401  (registers the configurables)
+from alf_async.environments import create_environment
+from alf_async.evaluation import run_episodes
+
+flags.DEFINE_string("root_dir", None, "A training run's root_dir.")
+flags.DEFINE_integer("num_episodes", 10, "Greedy episodes to play (in parallel).")
+flags.DEFINE_integer("seed", None, "Env seed.")
+flags.mark_flag_as_required("root_dir")
+FLAGS = flags.FLAGS
+
+
+def main(argv) -> None:
+    del argv
+    policy_dir = os.path.join(FLAGS.root_dir, "policy")
+    if not os.path.isdir(policy_dir):
+        raise app.UsageError(f"No exported policy in {policy_dir}: train first")
+    gin.parse_config_file(os.path.join(FLAGS.root_dir, "operative_config.gin"),
+                          skip_unknown=True)
+    policy = tf.saved_model.load(policy_dir)
+    env = create_environment(num_parallel_environments=FLAGS.num_episodes, seed=FLAGS.seed)
+    mean_return, mean_length = run_episodes(lambda obs, _: policy.action(obs), env,
+                                            FLAGS.num_episodes)
+    logging.info("Played %d greedy episodes: average return %.1f, average length %.1f",
+                 FLAGS.num_episodes, mean_return, mean_length)
+    print(f"average_return={mean_return:.1f} average_length={mean_length:.1f}")
+
+
+if __name__ == "__main__":
+    app.run(main)

@@ -1,0 +1,22 @@
+import json
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_benchmark_smoke_run_reports_every_figure(tmp_path):
+    out = tmp_path / "bench.json"
+    result = subprocess.run(
+        [sys.executable, "tools/benchmark.py", "--duration=1", "--warmup=0.5",
+         "--num_parallel_environments=8", "--unroll_length=8", f"--out={out}"],
+        cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(out.read_text())
+    figures = report["frames_per_sec"]
+    assert set(figures) == {"end_to_end", "learner_only", "actor_only", "raw_env", "tf_agents"}
+    assert all(value > 0 for value in figures.values()), figures
+    assert set(report["ratios"]) == {"end_to_end/learner_only", "actor_only/raw_env",
+                                     "end_to_end/tf_agents"}
+    assert "end_to_end/tf_agents" in result.stdout
