@@ -71,6 +71,7 @@ class AsyncOffPolicyDriver:
                  actor_queue_cap: int = 2,
                  episode_window: int = 100,
                  learner_queue_timeout: float = 300.0,
+                 max_policy_lag: Optional[int] = None,
                  stop_grace_period_secs: float = 1.5):
         """
         Args:
@@ -88,6 +89,9 @@ class AsyncOffPolicyDriver:
             episode_window: episodes averaged by the episode statistics.
             learner_queue_timeout: seconds `get_training_exps()` waits for a
                 learn batch before failing with a diagnosis of the pipeline.
+            max_policy_lag: unrolls with a step acted on by weights more than
+                this many learner updates old are dropped (and counted in
+                `dropped_unrolls`) and replaced by fresher ones. None: keep all.
             stop_grace_period_secs: how long `stop()` waits for threads.
         """
         check_sizes(num_envs, num_actor_queues, unroll_length, learn_queue_cap,
@@ -98,6 +102,8 @@ class AsyncOffPolicyDriver:
         self._learn_queue_cap = learn_queue_cap
         self._grace = stop_grace_period_secs
         self._timeout = learner_queue_timeout
+        self._max_policy_lag = max_policy_lag
+        self.dropped_unrolls = 0
         self._envs = [env_factory(i) for i in range(num_envs)]
         for i, env in enumerate(self._envs):
             _check_env_specs(env, i, algorithm)
@@ -189,19 +195,38 @@ class AsyncOffPolicyDriver:
             LearnerStarvedError: no batch within `learner_queue_timeout`.
             RuntimeError: the driver was stopped.
         """
+        unrolls = self._dequeue(self._learn_queue_cap)
+        if self._max_policy_lag is not None:
+            unrolls = self._drop_stale(unrolls)
+        return LearnBatch(unrolls.experience, unrolls.bootstrap, unrolls.env_id,
+                          self.env_steps_per_batch)
+
+    def _dequeue(self, n: int):
+        """`n` unrolls from the learn queue, under the starvation watchdog."""
         watchdog = threading.Timer(self._timeout, self._starved)
         watchdog.daemon = True
         watchdog.start()
         try:
-            unrolls = self._queues.learn_queue.dequeue_many(self._learn_queue_cap)
+            return self._queues.learn_queue.dequeue_many(n)
         except QUEUE_CLOSED:
             self._error_raised = True
             self._coord.raise_requested_exception()
             raise RuntimeError("AsyncOffPolicyDriver was stopped") from None
         finally:
             watchdog.cancel()
-        return LearnBatch(unrolls.experience, unrolls.bootstrap, unrolls.env_id,
-                          self.env_steps_per_batch)
+
+    def _drop_stale(self, unrolls):
+        """Replaces unrolls older than `max_policy_lag` updates by fresh ones."""
+        while True:
+            oldest = tf.reduce_min(unrolls.experience.policy_version, axis=[1, 2])
+            fresh = tf.cast(self._version, tf.int64) - oldest <= self._max_policy_lag
+            stale = int(tf.reduce_sum(tf.cast(~fresh, tf.int32)))
+            if not stale:
+                return unrolls
+            self.dropped_unrolls += stale
+            kept = tf.nest.map_structure(lambda x: tf.boolean_mask(x, fresh), unrolls)
+            unrolls = tf.nest.map_structure(lambda a, b: tf.concat([a, b], 0), kept,
+                                            self._dequeue(stale))
 
     def diagnose(self) -> str:
         """One line on the state of every stage, to tell which one starves."""

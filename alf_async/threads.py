@@ -14,7 +14,7 @@ import numpy as np
 import tensorflow as tf
 from tf_agents.trajectories import time_step as ts
 
-from alf_async.experience import ActRequest, Experience, LogRecord, Unroll
+from alf_async.experience import ActRequest, Experience, LogRecord, Unroll, batched
 from alf_async.metrics import EpisodeStats
 from alf_async.queues import NestFIFOQueue, TFQueues
 
@@ -75,6 +75,10 @@ class EnvThread(DriverThread):
     `Unroll` (with the following time step as bootstrap) to the learn queue
     and a `LogRecord` to the log queue. The policy state it carries is reset
     to the initial state where a time step is FIRST.
+
+    A whole unroll is one compiled call (the env steps through
+    `tf.numpy_function`), so that the per-step cost is a few graph ops
+    rather than a round of Python and eager ops.
     """
 
     def __init__(self, name: str, coord: tf.train.Coordinator, queues: TFQueues, env,
@@ -95,34 +99,63 @@ class EnvThread(DriverThread):
         self._return_queue = queues.action_return_queues[env_id]
         self._unroll_length = unroll_length
         self._initial_policy_state = initial_policy_state
-        self._policy_state = initial_policy_state
-        self._time_step = None
+        self._time_step_spec = batched(env.time_step_spec(), env.batch_size)
+        self._carry = None  # (time step, policy state) between unrolls
+        self._env_error = None
+        self._unroll = tf.function(self._unroll_fn)
         self.num_unrolls = 0  # unrolls put on the learn queue (read by diagnostics)
 
     def _step(self) -> None:
-        if self._time_step is None:
-            self._time_step = self._env.reset()
-        steps = [self._env_step() for _ in range(self._unroll_length)]
-        experience = tf.nest.map_structure(lambda *xs: np.stack(xs), *steps)
-        self._queues.learn_queue.enqueue(Unroll(experience, self._time_step, self._env_id))
+        if self._carry is None:
+            self._carry = (self._env.reset(), self._initial_policy_state)
+        self._carry = self._unroll(*self._carry)
         self.num_unrolls += 1
+
+    def _fail(self, error: Exception) -> None:
+        # An env error reaches here wrapped by tf.numpy_function: report the original.
+        super()._fail(self._env_error or error)
+
+    def _unroll_fn(self, time_step, policy_state):
+        steps = []
+        for _ in range(self._unroll_length):
+            first = tf.equal(time_step.step_type, ts.StepType.FIRST)
+            policy_state = tf.nest.map_structure(
+                lambda s, s0: tf.where(tf.reshape(first, [-1] + [1] * (s.shape.rank - 1)),
+                                       s0, s),
+                policy_state, self._initial_policy_state)
+            self._actor_queue.enqueue(
+                ActRequest(time_step.observation, time_step.step_type, policy_state,
+                           self._env_id))
+            reply = self._return_queue.dequeue()
+            steps.append(Experience(time_step, reply.action, reply.log_prob, policy_state,
+                                    reply.policy_version))
+            policy_state = reply.policy_state
+            time_step = self._env_step(reply.action)
+        experience = tf.nest.map_structure(lambda *xs: tf.stack(xs), *steps)
+        self._queues.learn_queue.enqueue(Unroll(experience, time_step, self._env_id))
         self._queues.log_queue.enqueue(
             LogRecord(experience.time_step.reward, experience.time_step.step_type,
                       self._env_id))
+        return time_step, policy_state
 
-    def _env_step(self) -> Experience:
-        time_step = self._time_step
-        first = time_step.step_type == ts.StepType.FIRST
-        state = tf.nest.map_structure(
-            lambda s, s0: np.where(first.reshape(first.shape + (1,) * (s.ndim - 1)), s0, s),
-            self._policy_state, self._initial_policy_state)
-        self._actor_queue.enqueue(
-            ActRequest(time_step.observation, time_step.step_type, state, self._env_id))
-        reply = _to_numpy(self._return_queue.dequeue())
-        self._policy_state = reply.policy_state
-        self._time_step = self._env.step(reply.action)
-        return Experience(time_step, reply.action, reply.log_prob, state,
-                          reply.policy_version)
+    def _env_step(self, action):
+        specs = tf.nest.flatten(self._time_step_spec)
+
+        def step(*flat_action):
+            try:
+                time_step = self._env.step(tf.nest.pack_sequence_as(
+                    self._env.action_spec(), list(flat_action)))
+            except Exception as error:
+                self._env_error = error
+                raise
+            return [np.asarray(x, s.dtype.as_numpy_dtype)
+                    for x, s in zip(tf.nest.flatten(time_step), specs)]
+
+        flat = tf.numpy_function(step, tf.nest.flatten(action), [s.dtype for s in specs],
+                                 stateful=True)
+        for tensor, spec in zip(flat, specs):
+            tensor.set_shape(spec.shape)
+        return tf.nest.pack_sequence_as(self._time_step_spec, flat)
 
 
 class ActorThread(DriverThread):

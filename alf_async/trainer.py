@@ -120,6 +120,7 @@ def _write_metrics(driver: AsyncOffPolicyDriver, counters: _Counters, fps: float
     tf.summary.scalar("driver/env_frames_per_sec", fps, step=iteration)
     tf.summary.scalar("driver/learn_queue_size", driver.learn_queue_size(), step=iteration)
     tf.summary.scalar("learner/num_replicas", num_replicas, step=iteration)
+    tf.summary.scalar("learner/dropped_unrolls", driver.dropped_unrolls, step=iteration)
     timings = driver.clock.read_and_reset()
     for key, value in timings.items():
         tf.summary.scalar(f"learner/{key}", value, step=iteration)

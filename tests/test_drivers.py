@@ -212,3 +212,35 @@ def test_starving_learner_gets_a_diagnosis_instead_of_a_hang():
     assert time.time() - start < 5
     gate.set()
     _timed_stop(driver)
+
+
+class _FakeLearner:
+    """Only the policy version: bumped by hand to play a learner."""
+
+    def __init__(self):
+        self.train_step = tf.Variable(0, dtype=tf.int64)
+
+
+@pytest.mark.parametrize("max_policy_lag", [None, 1])
+def test_unrolls_older_than_max_policy_lag_are_dropped_and_counted(max_policy_lag):
+    envs = [CountingEnv(i, B) for i in range(2)]
+    learner = _FakeLearner()
+    driver = AsyncOffPolicyDriver(lambda i: envs[i], CountingPolicy(envs[0]), learner,
+                                  num_envs=2, actor_queue_cap=1, unroll_length=3,
+                                  learn_queue_cap=2, max_policy_lag=max_policy_lag)
+    driver.start()
+    try:
+        lags = []
+        for _ in range(6):
+            batch = driver.get_training_exps()
+            version = batch.experience.policy_version.numpy()
+            lags.append(int(learner.train_step) - version.min())
+            assert version.shape == (2, 3, B)
+            time.sleep(0.1)  # a slow learner: the queue fills with old unrolls
+            learner.train_step.assign_add(3)
+    finally:
+        driver.stop()
+    if max_policy_lag is None:
+        assert driver.dropped_unrolls == 0 and max(lags) > 1
+    else:
+        assert driver.dropped_unrolls > 0 and max(lags) <= max_policy_lag
