@@ -26,6 +26,7 @@ setup(
     python_requires=">=3.11,<3.12",
     install_requires=INSTALL_REQUIRES,
     extras_require={
-        "test": ["pytest==9.2.0", "pytest-timeout==2.4.0"],
+        "test": ["pytest==9.2.0", "pytest-timeout==2.4.0", "matplotlib==3.8.4"],
+        "plot": ["matplotlib==3.8.4"],
     },
 )
