@@ -252,8 +252,10 @@ class AsyncOffPolicyDriver:
         """Trains the learner on one learn batch; returns its env steps.
 
         Times the wait for the batch (`dequeue_wait`), its placement on the
-        learner's devices (`load`) and the update (`grad`) in `self.clock`.
+        learner's devices (`load`) and the update (`grad`) in `self.clock`,
+        and samples the learn-queue depth before the wait.
         """
+        self.clock.observe("learn_queue_depth", self.learn_queue_size())
         start = time.perf_counter()
         batch = self.get_training_exps()
         loaded = time.perf_counter()

@@ -1,27 +1,27 @@
 """The learner: SGD on learn batches, written against `tf.distribute`."""
 
 import time
-from typing import Dict, Optional, Sequence, Tuple, Union
+from typing import Dict, Optional
 
 import gin
-import numpy as np
 import tensorflow as tf
 
 from alf_async.experience import LearnBatch
 from alf_async.metrics import StageClock
+from alf_async.schedules import Schedule, schedule_value
 
-Schedule = Union[float, Sequence[Tuple[int, float]]]
 _NON_FINITE = "non-finite loss or gradient"
 
 
-def schedule_value(schedule: Schedule, env_steps: int) -> float:
-    """A constant, or a piecewise-linear `[(env_steps, value), ...]` schedule."""
-    if isinstance(schedule, (int, float)):
-        return float(schedule)
-    steps, values = zip(*schedule)
-    if list(steps) != sorted(steps):
-        raise ValueError(f"Schedule points must be sorted by env steps, got {schedule}")
-    return float(np.interp(env_steps, steps, values))
+def make_optimizer(name: str, learning_rate: float, epsilon: float, decay: float,
+                   momentum: float) -> tf.keras.optimizers.Optimizer:
+    """'adam' (uses epsilon) or 'rmsprop' (uses decay, momentum, epsilon)."""
+    if name == "adam":
+        return tf.keras.optimizers.Adam(learning_rate, epsilon=epsilon)
+    if name == "rmsprop":
+        return tf.keras.optimizers.RMSprop(learning_rate, rho=decay, momentum=momentum,
+                                           epsilon=epsilon)
+    raise ValueError(f"Learner.optimizer must be 'adam' or 'rmsprop', got {name!r}")
 
 
 @gin.configurable(module="alf_async")
@@ -31,7 +31,8 @@ class Learner(tf.Module):
     One `train()` call is one compiled update: the algorithm turns the batch
     into samples (advantages with the current weights), then `num_epochs`
     passes of `num_minibatches` shuffled minibatches each take one optimizer
-    step with global-norm clipped gradients.
+    step with global-norm clipped gradients. A minibatch's gradient may be
+    accumulated over `num_microbatches` pieces (less memory, same update).
 
     The algorithm's variables (and so the optimizer) must have been created
     under `strategy.scope()`.
@@ -42,20 +43,29 @@ class Learner(tf.Module):
 
     def __init__(self, algorithm, strategy: Optional[tf.distribute.Strategy] = None,
                  learning_rate: Schedule = 3e-4,
-                 adam_epsilon: float = 1e-5,
+                 optimizer: str = "adam",
+                 epsilon: float = 1e-5,
+                 rmsprop_decay: float = 0.9,
+                 momentum: float = 0.0,
                  num_epochs: int = 4,
                  num_minibatches: int = 4,
+                 num_microbatches: int = 1,
                  grad_clip: Optional[float] = 0.5):
         """
         Args:
             algorithm: e.g. `PPOAlgorithm`; provides `preprocess`, `loss` and
                 `variables_to_train`.
             strategy: distribution strategy; default: the current one.
-            learning_rate: Adam's learning rate: a constant or piecewise-linear
-                points `[(env_steps, value), ...]`, held constant outside them.
-            adam_epsilon: Adam's epsilon.
+            learning_rate: a constant or piecewise-linear points
+                `[(env_steps, value), ...]`, held constant outside them.
+            optimizer: 'adam' or 'rmsprop'.
+            epsilon: the optimizer's epsilon.
+            rmsprop_decay: RMSProp's decay of the squared-gradient average.
+            momentum: RMSProp's momentum.
             num_epochs: passes over each learn batch.
             num_minibatches: minibatches per pass.
+            num_microbatches: pieces each minibatch's gradient is accumulated
+                over before the optimizer step.
             grad_clip: global-norm gradient clipping threshold (None: off).
         """
         super().__init__(name="learner")
@@ -64,10 +74,11 @@ class Learner(tf.Module):
         self._strategy = strategy or tf.distribute.get_strategy()
         self._num_epochs = num_epochs
         self._num_minibatches = num_minibatches
+        self._num_microbatches = num_microbatches
         self._grad_clip = grad_clip
         with self._strategy.scope():
-            self.optimizer = tf.keras.optimizers.Adam(schedule_value(learning_rate, 0),
-                                                      epsilon=adam_epsilon)
+            self.optimizer = make_optimizer(optimizer, schedule_value(learning_rate, 0),
+                                            epsilon, rmsprop_decay, momentum)
             self.optimizer.build(algorithm.variables_to_train)
         # Host-side counters (not mirrored). train_step, the number of learn
         # batches trained on, is the policy version stamped on experience.
@@ -100,11 +111,13 @@ class Learner(tf.Module):
                 f"learn_queue_cap * num_parallel_environments = {columns} does not split "
                 f"across {replicas} replicas")
         per_replica = columns // replicas * unroll_length
-        if per_replica % self._num_minibatches:
+        pieces = self._num_minibatches * self._num_microbatches
+        if per_replica % pieces:
             raise ValueError(
                 f"A replica's {per_replica} samples per learn batch (learn_queue_cap * "
                 f"unroll_length * num_parallel_environments / replicas) do not split into "
-                f"num_minibatches={self._num_minibatches}")
+                f"num_minibatches={self._num_minibatches} x "
+                f"num_microbatches={self._num_microbatches}")
 
     def train(self, batch: LearnBatch, clock: Optional[StageClock] = None
               ) -> Dict[str, tf.Tensor]:
@@ -123,6 +136,7 @@ class Learner(tf.Module):
         """
         self.optimizer.learning_rate = schedule_value(self._learning_rate,
                                                       int(self.env_steps))
+        self._algorithm.set_env_steps(int(self.env_steps))
         self.env_steps.assign_add(batch.env_steps)
         start = time.perf_counter()
         experience, bootstrap = self._distribute(batch)
@@ -184,6 +198,7 @@ class Learner(tf.Module):
             family = "learner" if key == "grad_norm" else "loss"
             tf.summary.scalar(f"{family}/{key}", value, step=step)
         tf.summary.scalar("learner/learning_rate", self.optimizer.learning_rate, step=step)
+        tf.summary.scalar("learner/entropy_coeff", self._algorithm.entropy_coeff, step=step)
         tf.summary.scalar("learner/policy_lag_mean", tf.reduce_mean(lag), step=step)
         tf.summary.scalar("learner/policy_lag_max", tf.reduce_max(lag), step=step)
         return means
@@ -208,10 +223,17 @@ class Learner(tf.Module):
         count = tf.maximum(ctx.all_reduce(tf.distribute.ReduceOp.SUM,
                                           tf.reduce_sum(batch["mask"])), 1.0)
         variables = self._algorithm.variables_to_train
-        with tf.GradientTape() as tape:
-            terms = self._algorithm.loss(batch)
-            means = {k: tf.reduce_sum(v * batch["mask"]) / count for k, v in terms.items()}
-        grads = tape.gradient(means["loss"], variables)
+        size = tf.shape(batch["mask"])[0] // self._num_microbatches
+        grads, means = None, None
+        for i in range(self._num_microbatches):
+            micro = tf.nest.map_structure(lambda x, i=i: x[i * size:(i + 1) * size], batch)
+            with tf.GradientTape() as tape:
+                terms = self._algorithm.loss(micro)
+                # Partial sums of the minibatch means: they add up over pieces.
+                sums = {k: tf.reduce_sum(v * micro["mask"]) / count for k, v in terms.items()}
+            piece = tape.gradient(sums["loss"], variables)
+            grads = piece if grads is None else [g + p for g, p in zip(grads, piece)]
+            means = sums if means is None else {k: means[k] + v for k, v in sums.items()}
         grads = ctx.all_reduce(tf.distribute.ReduceOp.SUM, grads)
         norm = tf.linalg.global_norm(grads)
         if self._grad_clip is not None:

@@ -3,12 +3,16 @@
     python -m alf_async.play --root_dir=runs/ppo --num_episodes=10
 
 Loads the policy exported at the end of training (`root_dir/policy`), makes
-the env of the run's operative gin config and prints the mean return.
+the env of the run's operative gin config and prints the mean return. With
+`--gif=episode.gif` it also records one episode of a gymnasium env of the
+same name (rendered as `rgb_array`).
 """
 
 import os
 
 import gin
+import gymnasium as gym
+import numpy as np
 import tensorflow as tf
 from absl import app, flags, logging
 
@@ -19,6 +23,7 @@ from alf_async.evaluation import run_episodes
 flags.DEFINE_string("root_dir", None, "A training run's root_dir.")
 flags.DEFINE_integer("num_episodes", 10, "Greedy episodes to play (in parallel).")
 flags.DEFINE_integer("seed", None, "Env seed.")
+flags.DEFINE_string("gif", None, "Save one rendered greedy episode to this GIF file.")
 flags.mark_flag_as_required("root_dir")
 FLAGS = flags.FLAGS
 
@@ -37,6 +42,29 @@ def main(argv) -> None:
     logging.info("Played %d greedy episodes: average return %.1f, average length %.1f",
                  FLAGS.num_episodes, mean_return, mean_length)
     print(f"average_return={mean_return:.1f} average_length={mean_length:.1f}")
+    if FLAGS.gif:
+        frames = record_episode(policy, gin.query_parameter("create_environment.env_name"),
+                                FLAGS.seed)
+        frames[0].save(FLAGS.gif, save_all=True, append_images=frames[1:], duration=20,
+                       loop=0)
+        print(f"wrote {FLAGS.gif} ({len(frames)} frames)")
+
+
+def record_episode(policy, env_name: str, seed=None, max_steps: int = 10_000):
+    """Frames (PIL images) of one greedy episode of gymnasium's `env_name`."""
+    from PIL import Image  # pylint: disable=import-outside-toplevel
+
+    env = gym.make(env_name, render_mode="rgb_array")
+    observation, _ = env.reset(seed=seed)
+    frames = [Image.fromarray(env.render())]
+    for _ in range(max_steps):
+        action = policy.action(np.asarray(observation, np.float32)[None]).numpy()[0]
+        observation, _, terminated, truncated, _ = env.step(int(action))
+        frames.append(Image.fromarray(env.render()))
+        if terminated or truncated:
+            break
+    env.close()
+    return frames
 
 
 if __name__ == "__main__":

@@ -7,7 +7,8 @@ from alf_async.algorithms import ImpalaAlgorithm, PPOAlgorithm
 from alf_async.devices import create_strategy
 from alf_async.environments import CartPoleBatchedEnv
 from alf_async.experience import Experience, LearnBatch
-from alf_async.learner import Learner, schedule_value
+from alf_async.learner import Learner
+from alf_async.schedules import schedule_value
 
 Q, T, B = 2, 4, 4
 
@@ -37,7 +38,7 @@ def _learner(strategy, algorithm_class=PPOAlgorithm, **kwargs):
 
 @pytest.mark.parametrize("algorithm_class", [PPOAlgorithm, ImpalaAlgorithm])
 def test_two_replicas_give_the_same_update_as_one(algorithm_class):
-    kwargs = dict(num_epochs=1, num_minibatches=1, learning_rate=1e-2, adam_epsilon=1.0,
+    kwargs = dict(num_epochs=1, num_minibatches=1, learning_rate=1e-2, epsilon=1.0,
                   grad_clip=None)
     one_algo, one = _learner(tf.distribute.get_strategy(), algorithm_class, **kwargs)
     mirrored = create_strategy("mirrored", devices=["/cpu:0", "/cpu:1"])
@@ -64,7 +65,7 @@ def test_batch_must_split_across_replicas_and_minibatches():
                           num_minibatches=3)
     with pytest.raises(ValueError, match="= 3 does not split across 2 replicas"):
         learner.check_batch_shape(learn_queue_cap=1, unroll_length=4, batch_size=3)
-    with pytest.raises(ValueError, match="8 samples .* num_minibatches=3"):
+    with pytest.raises(ValueError, match="8 samples .* num_minibatches=3 x num_microbatches=1"):
         learner.check_batch_shape(learn_queue_cap=1, unroll_length=4, batch_size=4)
     learner.check_batch_shape(learn_queue_cap=2, unroll_length=3, batch_size=4)
 
@@ -105,3 +106,30 @@ def test_non_finite_gradient_stops_before_the_weights_change():
     for v, b in zip(algo.variables_to_train, before):
         np.testing.assert_array_equal(v.numpy(), b)
     assert int(learner.optimizer.iterations) == 0
+
+
+def test_microbatch_accumulation_equals_the_full_minibatch_update():
+    kwargs = dict(num_epochs=2, num_minibatches=2, learning_rate=1e-2, epsilon=1.0)
+    whole_algo, whole = _learner(tf.distribute.get_strategy(), **kwargs)
+    micro_algo, micro = _learner(tf.distribute.get_strategy(), num_microbatches=4, **kwargs)
+    for a, b in zip(whole_algo.variables_to_train, micro_algo.variables_to_train):
+        b.assign(a)
+    tf.random.set_seed(7)
+    info_whole = whole.train(_batch())
+    tf.random.set_seed(7)  # the same minibatch shuffles
+    info_micro = micro.train(_batch())
+    np.testing.assert_allclose(info_whole["loss"], info_micro["loss"], rtol=1e-4, atol=1e-6)
+    for a, b in zip(whole_algo.variables_to_train, micro_algo.variables_to_train):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-4, atol=1e-6)
+
+
+def test_rmsprop_and_entropy_schedule():
+    algo, learner = _learner(tf.distribute.get_strategy(), optimizer="rmsprop",
+                             rmsprop_decay=0.95, momentum=0.5, num_minibatches=2)
+    assert isinstance(learner.optimizer, tf.keras.optimizers.RMSprop)
+    algo._entropy_schedule = [(0, 0.1), (100, 0.0)]
+    learner.env_steps.assign(50)
+    learner.train(_batch())
+    assert float(algo.entropy_coeff) == pytest.approx(0.05)
+    with pytest.raises(ValueError, match="optimizer must be 'adam' or 'rmsprop', got 'sgd'"):
+        _learner(tf.distribute.get_strategy(), optimizer="sgd")

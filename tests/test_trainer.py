@@ -17,7 +17,9 @@ REQUIRED_TAGS = {
     "loss/loss", "loss/pg_loss", "loss/value_loss", "loss/entropy",
     "driver/env_frames_per_sec", "driver/learn_queue_size", "learner/policy_lag_mean",
     "learner/dequeue_wait_ms", "learner/load_ms", "learner/grad_ms", "learner/busy",
-    "learner/num_replicas", "learner/learning_rate",
+    "learner/num_replicas", "learner/learning_rate", "learner/entropy_coeff",
+    "learner/learn_queue_depth_mean", "learner/learn_queue_depth_min",
+    "learner/learn_queue_depth_max", "learner/dropped_unrolls",
 }
 
 
@@ -28,6 +30,12 @@ def read_scalars(root_dir):
     acc.Reload()
     return {tag: [(e.step, float(tf.make_ndarray(e.tensor_proto))) for e in acc.Tensors(tag)]
             for tag in acc.Tags()["tensors"] if not tag.startswith("config/")}
+
+
+def text_tags(root_dir):
+    acc = event_accumulator.EventAccumulator(os.path.join(root_dir, "train"))
+    acc.Reload()
+    return acc.Tags()["tensors"]
 
 
 def test_second_run_resumes_counters(tmp_path):
@@ -43,13 +51,17 @@ def test_second_run_resumes_counters(tmp_path):
     steps = [s for s, _ in scalars["Metrics/EnvironmentSteps"]]
     assert sorted(set(steps)) == [1, 2, 3, 4, 5]
     assert [s for s, _ in scalars["eval/AverageReturn"]] == [4]
+    assert "config/operative_gin" in text_tags(root)
     assert os.path.exists(os.path.join(root, "operative_config.gin"))
+    gif = tmp_path / "episode.gif"
     play = subprocess.run([sys.executable, "-m", "alf_async.play", f"--root_dir={root}",
-                           "--num_episodes=3"], cwd=ROOT, capture_output=True, text=True,
-                          timeout=120)
+                           "--num_episodes=3", f"--gif={gif}"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
     assert play.returncode == 0, play.stderr[-2000:]
     played = float(play.stdout.split("average_return=")[1].split()[0])
     assert 8 <= played <= 500
+    frames = int(play.stdout.split("wrote")[1].split("(")[1].split()[0])
+    assert gif.read_bytes()[:6] == b"GIF89a" and frames >= 9
 
 
 def test_unwritable_root_dir_is_a_value_error(tmp_path):

@@ -7,6 +7,7 @@ from tf_agents.networks import actor_distribution_network, value_network
 from tf_agents.specs import tensor_spec
 
 from alf_async.algorithms import advantages as adv_lib
+from alf_async.schedules import Schedule, schedule_value
 
 Samples = Dict[str, tf.Tensor]
 
@@ -28,7 +29,7 @@ class ActorCriticAlgorithm(tf.Module):
                  activation: str = "tanh",
                  discount: float = 0.99,
                  value_loss_coeff: float = 0.5,
-                 entropy_coeff: float = 0.0,
+                 entropy_coeff: Schedule = 0.0,
                  name: str = "actor_critic"):
         """
         Args:
@@ -37,7 +38,8 @@ class ActorCriticAlgorithm(tf.Module):
             activation: name of a Keras activation for the hidden layers.
             discount: gamma.
             value_loss_coeff: weight of the value loss.
-            entropy_coeff: weight of the entropy bonus.
+            entropy_coeff: weight of the entropy bonus: a constant or
+                piecewise-linear points `[(env_steps, value), ...]`.
         """
         super().__init__(name=name)
         self.time_step_spec = tensor_spec.from_spec(time_step_spec)
@@ -53,11 +55,17 @@ class ActorCriticAlgorithm(tf.Module):
         self.value_net.create_variables()
         self._gamma = discount
         self._value_loss_coeff = value_loss_coeff
-        self._entropy_coeff = entropy_coeff
+        self._entropy_schedule = entropy_coeff
+        self.entropy_coeff = tf.Variable(schedule_value(entropy_coeff, 0), trainable=False,
+                                         name="entropy_coeff")
 
     @property
     def policy_state_spec(self):
         return self.actor_net.state_spec
+
+    def set_env_steps(self, env_steps: int) -> None:
+        """Moves the schedules (entropy coefficient) to `env_steps`."""
+        self.entropy_coeff.assign(schedule_value(self._entropy_schedule, env_steps))
 
     @property
     def variables_to_train(self):
@@ -110,5 +118,5 @@ class ActorCriticAlgorithm(tf.Module):
     def _total(self, pg_loss, values, value_target, entropy) -> Dict[str, tf.Tensor]:
         value_loss = 0.5 * tf.square(values - value_target)
         return dict(
-            loss=pg_loss + self._value_loss_coeff * value_loss - self._entropy_coeff * entropy,
+            loss=pg_loss + self._value_loss_coeff * value_loss - self.entropy_coeff * entropy,
             pg_loss=pg_loss, value_loss=value_loss, entropy=entropy)

@@ -1,0 +1,38 @@
+import time
+
+import numpy as np
+from tf_agents.trajectories import time_step as ts
+
+from alf_async.metrics import EpisodeStats, StageClock
+
+F, M, L = ts.StepType.FIRST, ts.StepType.MID, ts.StepType.LAST
+
+
+def test_episode_stats_span_unrolls_and_ignore_first_rewards():
+    stats = EpisodeStats(num_envs=2, batch_size=2, window=10)
+    # env 0, sub-env 0: an episode of 3 rewarded steps split over two unrolls.
+    stats.update(np.array([[5, 0], [1, 0], [1, 0]], np.float32),
+                 np.array([[F, F], [M, M], [M, M]], np.int32), env_id=0)
+    assert stats.num_episodes == 0 and np.isnan(stats.averages()[0])
+    stats.update(np.array([[1, 0], [0, 2]], np.float32),
+                 np.array([[L, M], [F, L]], np.int32), env_id=0)
+    assert stats.num_episodes == 2
+    # (1 + 1 + 1) over 3 steps and (0 + 0 + 0 + 2) over 4 steps.
+    assert stats.averages() == (2.5, 3.5)
+    assert stats.num_env_steps == 10
+
+
+def test_stage_clock_reports_per_iteration_times_busy_share_and_gauges():
+    clock = StageClock()
+    for depth in (0, 2, 4):
+        clock.add("grad", 0.01)
+        clock.add("dequeue_wait", 0.002)
+        clock.observe("learn_queue_depth", depth)
+        clock.tick()
+    time.sleep(0.05)
+    out = clock.read_and_reset()
+    assert abs(out["grad_ms"] - 10) < 1e-6 and abs(out["dequeue_wait_ms"] - 2) < 1e-6
+    assert 0 < out["busy"] < 0.03 / 0.05 + 1e-6
+    assert (out["learn_queue_depth_mean"], out["learn_queue_depth_min"],
+            out["learn_queue_depth_max"]) == (2, 0, 4)
+    assert clock.read_and_reset() == {"busy": 0.0}
