@@ -72,6 +72,7 @@ class AsyncOffPolicyDriver:
                  episode_window: int = 100,
                  learner_queue_timeout: float = 300.0,
                  max_policy_lag: Optional[int] = None,
+                 restart_failed_envs: bool = False,
                  stop_grace_period_secs: float = 1.5):
         """
         Args:
@@ -92,6 +93,8 @@ class AsyncOffPolicyDriver:
             max_policy_lag: unrolls with a step acted on by weights more than
                 this many learner updates old are dropped (and counted in
                 `dropped_unrolls`) and replaced by fresher ones. None: keep all.
+            restart_failed_envs: replace an env that raises by a new one from
+                `env_factory` (counted in `env_restarts`) instead of stopping.
             stop_grace_period_secs: how long `stop()` waits for threads.
         """
         check_sizes(num_envs, num_actor_queues, unroll_length, learn_queue_cap,
@@ -103,6 +106,7 @@ class AsyncOffPolicyDriver:
         self._grace = stop_grace_period_secs
         self._timeout = learner_queue_timeout
         self._max_policy_lag = max_policy_lag
+        self._restart_factory = env_factory if restart_failed_envs else None
         self.dropped_unrolls = 0
         self._envs = [env_factory(i) for i in range(num_envs)]
         for i, env in enumerate(self._envs):
@@ -133,7 +137,8 @@ class AsyncOffPolicyDriver:
                   for a in range(num_actor_queues)]
         envs = [EnvThread(f"EnvThread{i}", self._coord, q, env, i,
                           q.actor_queues[i % num_actor_queues], self._unroll_length,
-                          initial_state) for i, env in enumerate(self._envs)]
+                          initial_state, self._restart_factory)
+                for i, env in enumerate(self._envs)]
         return [*actors, *envs, LogThread("LogThread", self._coord, q, self.stats)]
 
     def _act(self, requests) -> ActReply:
@@ -228,6 +233,11 @@ class AsyncOffPolicyDriver:
             unrolls = tf.nest.map_structure(lambda a, b: tf.concat([a, b], 0), kept,
                                             self._dequeue(stale))
 
+    @property
+    def env_restarts(self) -> int:
+        """Envs replaced after raising (with `restart_failed_envs`)."""
+        return sum(t.num_restarts for t in self._threads if isinstance(t, EnvThread))
+
     def diagnose(self) -> str:
         """One line on the state of every stage, to tell which one starves."""
         envs = [t for t in self._threads if isinstance(t, EnvThread)]
@@ -284,5 +294,6 @@ class AsyncOffPolicyDriver:
                 raise
             logging.debug("Thread error already raised by get_training_exps()")
         finally:
-            for env in self._envs:
-                env.close()
+            for thread in self._threads:
+                if isinstance(thread, EnvThread):
+                    thread.close_env()

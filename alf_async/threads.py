@@ -6,9 +6,10 @@ queue, so that no other thread stays blocked; `AsyncOffPolicyDriver.stop()`
 then re-raises that error.
 """
 
+import logging
 import sys
 import threading
-from typing import Callable, Sequence
+from typing import Callable, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -83,7 +84,7 @@ class EnvThread(DriverThread):
 
     def __init__(self, name: str, coord: tf.train.Coordinator, queues: TFQueues, env,
                  env_id: int, actor_queue: NestFIFOQueue, unroll_length: int,
-                 initial_policy_state):
+                 initial_policy_state, env_factory: Optional[Callable] = None):
         """
         Args:
             env: a batched tf-agents `PyEnvironment` owned by this thread.
@@ -91,9 +92,14 @@ class EnvThread(DriverThread):
             actor_queue: the queue of the actor that serves this env.
             unroll_length: T.
             initial_policy_state: numpy nest, `[B, ...]` leaves.
+            env_factory: `env_id -> env`; if given, an env that raises is
+                replaced by a new one (the partial unroll is dropped, the
+                policy state reset) instead of stopping training.
         """
         super().__init__(name, coord, queues)
         self._env = env
+        self._env_factory = env_factory
+        self.num_restarts = 0
         self._env_id = np.int32(env_id)
         self._actor_queue = actor_queue
         self._return_queue = queues.action_return_queues[env_id]
@@ -108,8 +114,30 @@ class EnvThread(DriverThread):
     def _step(self) -> None:
         if self._carry is None:
             self._carry = (self._env.reset(), self._initial_policy_state)
-        self._carry = self._unroll(*self._carry)
+        try:
+            self._carry = self._unroll(*self._carry)
+        except tf.errors.OpError:
+            if self._env_error is None or self._env_factory is None:
+                raise
+            self._restart_env()
+            return
         self.num_unrolls += 1
+
+    def close_env(self) -> None:
+        """Closes the env this thread owns now; call once the thread has ended."""
+        self._env.close()
+
+    def _restart_env(self) -> None:
+        logging.warning("%s: env raised %r; replacing it with a new one", self.name,
+                        self._env_error)
+        try:
+            self._env.close()
+        except Exception:  # pylint: disable=broad-except
+            logging.exception("%s: closing the failed env raised too", self.name)
+        self._env = self._env_factory(int(self._env_id))
+        self._env_error = None
+        self._carry = None  # reset the env and the policy state; drop the partial unroll
+        self.num_restarts += 1
 
     def _fail(self, error: Exception) -> None:
         # An env error reaches here wrapped by tf.numpy_function: report the original.

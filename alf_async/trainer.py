@@ -121,6 +121,7 @@ def _write_metrics(driver: AsyncOffPolicyDriver, counters: _Counters, fps: float
     tf.summary.scalar("driver/learn_queue_size", driver.learn_queue_size(), step=iteration)
     tf.summary.scalar("learner/num_replicas", num_replicas, step=iteration)
     tf.summary.scalar("learner/dropped_unrolls", driver.dropped_unrolls, step=iteration)
+    tf.summary.scalar("driver/env_restarts", driver.env_restarts, step=iteration)
     timings = driver.clock.read_and_reset()
     for key, value in timings.items():
         tf.summary.scalar(f"learner/{key}", value, step=iteration)
@@ -215,7 +216,8 @@ def train(root_dir: str,
 
     Returns:
         Final metrics: iteration, env_steps, episodes, average_return,
-        frames_per_sec and seconds_to_report_return (None if not reached).
+        frames_per_sec, seconds_to_report_return (None if not reached),
+        optimizer_steps and learning_rate.
     """
     root_dir = check_writable(root_dir)
     if num_iterations is None and num_env_steps is None and stop_at_return is None:
@@ -281,7 +283,9 @@ def train(root_dir: str,
     result = dict(iteration=int(counters.iteration), env_steps=int(counters.env_steps),
                   episodes=int(counters.episodes), average_return=driver.stats.averages()[0],
                   frames_per_sec=progress.frames_per_sec(int(counters.env_steps)),
-                  seconds_to_report_return=progress.reached_at)
+                  seconds_to_report_return=progress.reached_at,
+                  optimizer_steps=int(learner.optimizer.iterations),
+                  learning_rate=float(learner.optimizer.learning_rate))
     if interrupt.signum is not None:
         raise TrainingInterrupted(interrupt.signum, result["iteration"])
     logging.info("Training done: %s", result)

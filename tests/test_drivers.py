@@ -244,3 +244,27 @@ def test_unrolls_older_than_max_policy_lag_are_dropped_and_counted(max_policy_la
         assert driver.dropped_unrolls == 0 and max(lags) > 1
     else:
         assert driver.dropped_unrolls > 0 and max(lags) <= max_policy_lag
+
+
+def test_restart_failed_envs_replaces_the_env_and_training_goes_on():
+    made = []
+
+    def factory(i):
+        made.append(CountingEnv(i, B, fail_at=7 if i == 1 else None))
+        return made[-1]
+
+    driver = AsyncOffPolicyDriver(factory, CountingPolicy(CountingEnv(0, B)), None, num_envs=2,
+                                  actor_queue_cap=1, unroll_length=4, learn_queue_cap=2,
+                                  restart_failed_envs=True)
+    driver.start()
+    try:
+        for _ in range(10):
+            batch = driver.get_training_exps()
+            counts = batch.experience.time_step.observation.numpy()[..., 2]
+            # No unroll spans a restart: counts stay consecutive.
+            np.testing.assert_array_equal(np.diff(counts, axis=1), 1)
+        assert driver.env_restarts >= 1
+    finally:
+        _timed_stop(driver)
+    assert len(made) == 2 + driver.env_restarts
+    assert all(env.closed for env in made)

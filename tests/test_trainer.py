@@ -4,6 +4,7 @@ import subprocess
 import sys
 import time
 
+import gin
 import pytest
 import tensorflow as tf
 from tensorboard.backend.event_processing import event_accumulator
@@ -137,3 +138,20 @@ def test_signal_stops_saves_a_checkpoint_and_exits_with_the_conventional_code(tm
     assert saved is not None
     iteration = int(stderr.split("at iteration ")[1].split(";")[0])
     assert saved.endswith(f"ckpt-{iteration}") and iteration > 0
+
+
+def test_stopping_and_resuming_ends_where_one_straight_run_ends(tmp_path):
+    with gin.unlock_config():
+        gin.bind_parameter("alf_async.Learner.learning_rate", [(0, 1e-3), (20000, 1e-4)])
+    try:
+        kwargs = dict(num_env_steps=None, summary_interval=1)
+        trainer.train(str(tmp_path / "resumed"), num_iterations=2, **kwargs)
+        resumed = trainer.train(str(tmp_path / "resumed"), num_iterations=4, **kwargs)
+        straight = trainer.train(str(tmp_path / "straight"), num_iterations=4, **kwargs)
+    finally:
+        gin.clear_config()
+    for key in ("iteration", "env_steps", "optimizer_steps", "learning_rate"):
+        assert resumed[key] == straight[key], key
+    assert resumed["optimizer_steps"] == 4 * 4 * 4  # iterations * epochs * minibatches
+    # The schedule moved with the restored env steps, not from zero.
+    assert resumed["learning_rate"] < 1e-3
