@@ -15,7 +15,7 @@ from alf_async.experience import ActReply, LearnBatch, make_specs
 from alf_async.metrics import EpisodeStats, StageClock
 from alf_async.queues import TFQueues
 from alf_async.threads import (QUEUE_CLOSED, ActorThread, EnvThread, LearnerStarvedError,
-                               LogThread)
+                               LogThread, ThreadError)
 
 
 def check_sizes(num_envs: int, num_actor_queues: int, unroll_length: int,
@@ -181,9 +181,20 @@ class AsyncOffPolicyDriver:
         return int(self._queues.learn_queue.size())
 
     def start(self) -> None:
-        """Starts every thread."""
+        """Compiles the threads' TF functions, then starts every thread.
+
+        Raises:
+            ThreadError: a thread's function failed to compile (names the
+                thread); no thread was started.
+        """
         if self._started:
             raise RuntimeError("AsyncOffPolicyDriver.start() was already called")
+        for thread in self._threads:
+            try:
+                thread.prepare()
+            except Exception as error:
+                raise ThreadError(
+                    f"{thread.name} failed: {type(error).__name__}: {error}") from error
         self._started = True
         for thread in self._threads:
             thread.start()

@@ -59,6 +59,13 @@ class DriverThread(threading.Thread):
     def _step(self) -> None:
         raise NotImplementedError
 
+    def prepare(self) -> None:
+        """Compiles the thread's TF functions; called before `start()`.
+
+        Tracing takes seconds and cannot be interrupted: doing it up front
+        keeps `stop()` prompt even right after `start()`.
+        """
+
     def _fail(self, error: Exception) -> None:
         try:
             raise ThreadError(f"{self.name} failed: {type(error).__name__}: {error}") from error
@@ -110,6 +117,12 @@ class EnvThread(DriverThread):
         self._env_error = None
         self._unroll = tf.function(self._unroll_fn)
         self.num_unrolls = 0  # unrolls put on the learn queue (read by diagnostics)
+
+    def prepare(self) -> None:
+        state_spec = tf.nest.map_structure(tf.TensorSpec.from_tensor,
+                                           tf.nest.map_structure(tf.convert_to_tensor,
+                                                                 self._initial_policy_state))
+        self._unroll.get_concrete_function(self._time_step_spec, state_spec)
 
     def _step(self) -> None:
         if self._carry is None:
@@ -209,6 +222,9 @@ class ActorThread(DriverThread):
         self._return_queues = {i: queues.action_return_queues[i] for i in env_ids}
         self._act_fn = act_fn
         self._serve = tf.function(self._serve_requests)
+
+    def prepare(self) -> None:
+        self._serve.get_concrete_function()
 
     def _step(self) -> None:
         self._serve()

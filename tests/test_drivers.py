@@ -189,9 +189,9 @@ def test_policy_error_names_the_actor_thread():
     policy.act = broken_act
     driver = AsyncOffPolicyDriver(lambda i: CountingEnv(i, B), policy, None, num_envs=2,
                                   actor_queue_cap=1)
-    driver.start()
     with pytest.raises(ThreadError, match="ActorThread0 failed: InvalidArgumentError"):
-        driver.get_training_exps()
+        driver.start()
+    assert not _driver_threads()
     _timed_stop(driver)
 
 
