@@ -284,8 +284,8 @@ def train(root_dir: str,
                   episodes=int(counters.episodes), average_return=driver.stats.averages()[0],
                   frames_per_sec=progress.frames_per_sec(int(counters.env_steps)),
                   seconds_to_report_return=progress.reached_at,
-                  optimizer_steps=int(learner.optimizer.iterations),
-                  learning_rate=float(learner.optimizer.learning_rate))
+                  optimizer_steps=int(learner.optimizer.iterations.numpy()),
+                  learning_rate=float(learner.optimizer.learning_rate.numpy()))
     if interrupt.signum is not None:
         raise TrainingInterrupted(interrupt.signum, result["iteration"])
     logging.info("Training done: %s", result)

@@ -1,0 +1,65 @@
+"""Trains for a while and reports resident memory and thread count over time.
+
+    python tools/soak.py --minutes=30 --out=soak.json
+
+Resident memory should be flat once warm-up is over: the report gives the
+growth from the sample at `--warmup_minutes` to the last one.
+"""
+
+import json
+import threading
+import time
+
+import gin
+from absl import app, flags
+
+from alf_async import trainer
+
+flags.DEFINE_multi_string("gin_file", ["gin_configs/ppo_async.gin"], "Gin config(s).")
+flags.DEFINE_multi_string("gin_param", [], "Extra gin bindings.")
+flags.DEFINE_float("minutes", 30.0, "How long to train.")
+flags.DEFINE_float("warmup_minutes", 2.0, "Growth is measured from this point on.")
+flags.DEFINE_float("sample_secs", 30.0, "Seconds between samples.")
+flags.DEFINE_string("out", None, "Write the samples and the summary as JSON here.")
+FLAGS = flags.FLAGS
+
+
+def resident_mib() -> float:
+    """This process's resident set size, from /proc (Linux)."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    raise RuntimeError("VmRSS not found in /proc/self/status")
+
+
+def main(argv) -> None:
+    del argv
+    gin.parse_config_files_and_bindings(FLAGS.gin_file, FLAGS.gin_param)
+    _, _, driver = trainer.build()
+    driver.start()
+    start = last = time.time()
+    samples = []
+    try:
+        while time.time() - start < 60 * FLAGS.minutes:
+            driver.run_async()
+            if time.time() - last >= FLAGS.sample_secs:
+                last = time.time()
+                samples.append(dict(minutes=round((last - start) / 60, 2),
+                                    rss_mib=round(resident_mib(), 1),
+                                    threads=threading.active_count()))
+                print(json.dumps(samples[-1]), flush=True)
+    finally:
+        driver.stop()
+    after_warmup = [s for s in samples if s["minutes"] >= FLAGS.warmup_minutes] or samples
+    growth = after_warmup[-1]["rss_mib"] / after_warmup[0]["rss_mib"] - 1
+    summary = dict(minutes=FLAGS.minutes, rss_growth_after_warmup=round(growth, 4),
+                   max_threads=max(s["threads"] for s in samples))
+    print(json.dumps(summary))
+    if FLAGS.out:
+        with open(FLAGS.out, "w") as f:
+            json.dump(dict(samples=samples, summary=summary), f, indent=2)
+
+
+if __name__ == "__main__":
+    app.run(main)
