@@ -5,6 +5,7 @@ from typing import Dict, Optional
 
 import gin
 import tensorflow as tf
+from absl import logging
 
 from alf_async.experience import LearnBatch
 from alf_async.metrics import StageClock
@@ -50,7 +51,8 @@ class Learner(tf.Module):
                  num_epochs: int = 4,
                  num_minibatches: int = 4,
                  num_microbatches: int = 1,
-                 grad_clip: Optional[float] = 0.5):
+                 grad_clip: Optional[float] = 0.5,
+                 skip_nonfinite_updates: bool = False):
         """
         Args:
             algorithm: e.g. `PPOAlgorithm`; provides `preprocess`, `loss` and
@@ -67,6 +69,9 @@ class Learner(tf.Module):
             num_microbatches: pieces each minibatch's gradient is accumulated
                 over before the optimizer step.
             grad_clip: global-norm gradient clipping threshold (None: off).
+            skip_nonfinite_updates: when a minibatch's loss or gradient is NaN
+                or infinite, skip the rest of that learn batch and count it in
+                `skipped_updates` instead of raising FloatingPointError.
         """
         super().__init__(name="learner")
         self._algorithm = algorithm
@@ -76,6 +81,8 @@ class Learner(tf.Module):
         self._num_minibatches = num_minibatches
         self._num_microbatches = num_microbatches
         self._grad_clip = grad_clip
+        self._skip_nonfinite = skip_nonfinite_updates
+        self.skipped_updates = 0
         with self._strategy.scope():
             self.optimizer = make_optimizer(optimizer, schedule_value(learning_rate, 0),
                                             epsilon, rmsprop_decay, momentum)
@@ -132,7 +139,8 @@ class Learner(tf.Module):
 
         Raises:
             FloatingPointError: a minibatch's loss or gradient was NaN or
-                infinite; its optimizer step was not applied.
+                infinite (its optimizer step was not applied), unless
+                `skip_nonfinite_updates`.
         """
         self.optimizer.learning_rate = schedule_value(self._learning_rate,
                                                       int(self.env_steps))
@@ -147,9 +155,14 @@ class Learner(tf.Module):
         except tf.errors.InvalidArgumentError as error:
             if _NON_FINITE not in str(error):
                 raise
-            raise FloatingPointError(
-                f"Non-finite loss or gradient in learner update {update}: "
-                f"that step was not applied and no checkpoint holds it") from None
+            message = (f"Non-finite loss or gradient in learner update {update}: that step "
+                       f"was not applied")
+            if not self._skip_nonfinite:
+                raise FloatingPointError(f"{message} and no checkpoint holds it") from None
+            self.skipped_updates += 1
+            logging.warning("%s; skipped the rest of the learn batch (%d so far)", message,
+                            self.skipped_updates)
+            return {}
         if clock is not None:
             clock.add("load", loaded - start)
             clock.add("grad", time.perf_counter() - loaded)

@@ -107,8 +107,8 @@ class _Progress:
         return True
 
 
-def _write_metrics(driver: AsyncOffPolicyDriver, counters: _Counters, fps: float,
-                   num_replicas: int) -> dict:
+def _write_metrics(driver: AsyncOffPolicyDriver, learner: Learner, counters: _Counters,
+                   fps: float) -> dict:
     """Writes the summaries of the trainer's side; returns the stage timings."""
     average_return, average_length = driver.stats.averages()
     iteration, env_steps = counters.iteration, counters.env_steps
@@ -119,7 +119,9 @@ def _write_metrics(driver: AsyncOffPolicyDriver, counters: _Counters, fps: float
     tf.summary.scalar("Metrics/NumberOfEpisodes", counters.episodes, step=iteration)
     tf.summary.scalar("driver/env_frames_per_sec", fps, step=iteration)
     tf.summary.scalar("driver/learn_queue_size", driver.learn_queue_size(), step=iteration)
-    tf.summary.scalar("learner/num_replicas", num_replicas, step=iteration)
+    tf.summary.scalar("learner/num_replicas", learner.strategy.num_replicas_in_sync,
+                      step=iteration)
+    tf.summary.scalar("learner/skipped_updates", learner.skipped_updates, step=iteration)
     tf.summary.scalar("learner/dropped_unrolls", driver.dropped_unrolls, step=iteration)
     tf.summary.scalar("driver/env_restarts", driver.env_restarts, step=iteration)
     timings = driver.clock.read_and_reset()
@@ -264,7 +266,7 @@ def train(root_dir: str,
                 average_return = driver.stats.averages()[0]
                 progress.check_target(average_return, int(counters.env_steps))
                 if int(counters.iteration) % summary_interval == 0:
-                    timings = _write_metrics(driver, counters, fps, replicas)
+                    timings = _write_metrics(driver, learner, counters, fps)
                 if int(counters.iteration) % checkpoint_interval == 0:
                     manager.save(checkpoint_number=counters.iteration)
                 if eval_interval and int(counters.iteration) % eval_interval == 0:
@@ -273,8 +275,8 @@ def train(root_dir: str,
                     _log_progress(counters, fps, average_return, driver.learn_queue_size(),
                                   timings, num_env_steps)
             with tf.summary.record_if(True):  # the final state, whatever the interval
-                _write_metrics(driver, counters,
-                               progress.frames_per_sec(int(counters.env_steps)), replicas)
+                _write_metrics(driver, learner, counters,
+                               progress.frames_per_sec(int(counters.env_steps)))
     finally:
         driver.stop()
     manager.save(checkpoint_number=counters.iteration)

@@ -92,13 +92,17 @@ def test_learning_rate_schedule_is_piecewise_linear_in_env_steps():
     assert float(learner.optimizer.learning_rate) == pytest.approx(5.5e-4)
 
 
-def test_non_finite_gradient_stops_before_the_weights_change():
-    algo, learner = _learner(tf.distribute.get_strategy(), num_minibatches=1, num_epochs=1)
+def _nan_batch():
     batch = _batch()
     reward = batch.experience.time_step.reward.numpy()
     reward[0, 1, 0] = np.nan
     time_step = batch.experience.time_step._replace(reward=tf.constant(reward))
-    bad = batch._replace(experience=batch.experience._replace(time_step=time_step))
+    return batch._replace(experience=batch.experience._replace(time_step=time_step))
+
+
+def test_non_finite_gradient_stops_before_the_weights_change():
+    algo, learner = _learner(tf.distribute.get_strategy(), num_minibatches=1, num_epochs=1)
+    bad = _nan_batch()
     before = [v.numpy() for v in algo.variables_to_train]
     with pytest.raises(FloatingPointError, match="Non-finite loss or gradient in learner "
                                                  "update 1"):
@@ -133,3 +137,15 @@ def test_rmsprop_and_entropy_schedule():
     assert float(algo.entropy_coeff) == pytest.approx(0.05)
     with pytest.raises(ValueError, match="optimizer must be 'adam' or 'rmsprop', got 'sgd'"):
         _learner(tf.distribute.get_strategy(), optimizer="sgd")
+
+
+def test_non_finite_update_can_be_skipped_and_counted():
+    algo, learner = _learner(tf.distribute.get_strategy(), num_minibatches=1, num_epochs=1,
+                             skip_nonfinite_updates=True)
+    before = [v.numpy() for v in algo.variables_to_train]
+    assert learner.train(_nan_batch()) == {}
+    assert learner.skipped_updates == 1
+    for v, b in zip(algo.variables_to_train, before):
+        np.testing.assert_array_equal(v.numpy(), b)
+    info = learner.train(_batch())  # training goes on
+    assert np.isfinite(info["loss"]) and int(learner.optimizer.iterations) == 1

@@ -20,7 +20,8 @@ REQUIRED_TAGS = {
     "learner/dequeue_wait_ms", "learner/load_ms", "learner/grad_ms", "learner/busy",
     "learner/num_replicas", "learner/learning_rate", "learner/entropy_coeff",
     "learner/learn_queue_depth_mean", "learner/learn_queue_depth_min",
-    "learner/learn_queue_depth_max", "learner/dropped_unrolls",
+    "learner/learn_queue_depth_max", "learner/dropped_unrolls", "learner/skipped_updates",
+    "driver/env_restarts",
 }
 
 
