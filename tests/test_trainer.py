@@ -2,6 +2,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import gin
@@ -10,6 +11,8 @@ import tensorflow as tf
 from tensorboard.backend.event_processing import event_accumulator
 
 from alf_async import trainer
+from alf_async.environments import CartPoleBatchedEnv
+from alf_async.threads import ThreadError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REQUIRED_TAGS = {
@@ -156,3 +159,33 @@ def test_stopping_and_resuming_ends_where_one_straight_run_ends(tmp_path):
     assert resumed["optimizer_steps"] == 4 * 4 * 4  # iterations * epochs * minibatches
     # The schedule moved with the restored env steps, not from zero.
     assert resumed["learning_rate"] < 1e-3
+
+
+class _BreakingCartPole(CartPoleBatchedEnv):
+    """CartPole whose step 40 raises."""
+
+    def __init__(self, num_envs, seed):
+        super().__init__(num_envs, seed=seed)
+        self._steps = 0
+
+    def _step(self, action):
+        self._steps += 1
+        if self._steps == 40:
+            raise RuntimeError("sub-env broke")
+        return super()._step(action)
+
+
+def test_env_error_stops_training_and_keeps_the_last_checkpoint(tmp_path):
+    root = str(tmp_path / "run")
+    trainer.train(root, num_iterations=2, num_env_steps=None, checkpoint_interval=1)
+    saved = tf.train.latest_checkpoint(os.path.join(root, "checkpoints"))
+    with gin.unlock_config():
+        gin.bind_parameter("create_environment.env_load_fn",
+                           lambda name, n, seed: _BreakingCartPole(n, seed))
+    try:
+        with pytest.raises(ThreadError, match=r"EnvThread\d failed: RuntimeError: sub-env broke"):
+            trainer.train(root, num_iterations=1000, num_env_steps=None)
+    finally:
+        gin.clear_config()
+    assert tf.train.latest_checkpoint(os.path.join(root, "checkpoints")) == saved
+    assert not [t for t in threading.enumerate() if t.name.startswith("EnvThread")]
