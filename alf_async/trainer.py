@@ -240,11 +240,11 @@ def train(root_dir: str,
     progress = _Progress(counters, report_return)
     episodes_before = int(counters.episodes)
 
-    def done() -> bool:
+    def done(average_return: float) -> bool:
         return (interrupt.signum is not None or
                 (num_iterations is not None and counters.iteration >= num_iterations) or
                 (num_env_steps is not None and counters.env_steps >= num_env_steps) or
-                (stop_at_return is not None and driver.stats.averages()[0] >= stop_at_return))
+                (stop_at_return is not None and average_return >= stop_at_return))
 
     replicas = learner.strategy.num_replicas_in_sync
     logging.info(
@@ -259,7 +259,8 @@ def train(root_dir: str,
         with interrupt, writer.as_default(), tf.summary.record_if(
                 lambda: tf.equal(learner.train_step % summary_interval, 0)):
             tf.summary.text("config/operative_gin", config, step=counters.iteration)
-            while not done():
+            average_return = float("nan")
+            while not done(average_return):
                 driver.run_async()
                 counters.episodes.assign(episodes_before + driver.stats.num_episodes)
                 fps = progress.frames_per_sec(int(counters.env_steps))
