@@ -15,7 +15,7 @@ from alf_async.experience import ActReply, LearnBatch, make_specs
 from alf_async.metrics import EpisodeStats, StageClock
 from alf_async.queues import TFQueues
 from alf_async.threads import (QUEUE_CLOSED, ActorThread, EnvThread, LearnerStarvedError,
-                               LogThread, ThreadError)
+                               LogThread, PrefetchThread, ThreadError)
 
 
 def check_sizes(num_envs: int, num_actor_queues: int, unroll_length: int,
@@ -58,8 +58,10 @@ class AsyncOffPolicyDriver:
     `[T, B]` unroll on the learn queue, from which `get_training_exps()` takes
     `learn_queue_cap` unrolls at a time.
 
-    Thread-safety: `start()`, `get_training_exps()`, `run_async()` and
-    `stop()` are called from one thread (the trainer's).
+    Thread-safety: `start()`, `run_async()` and `stop()` are called from
+    one thread (the trainer's). `get_training_exps()` is called either by
+    that thread or, once `run_async()` prefetches, by the prefetch thread
+    alone.
     """
 
     def __init__(self, env_factory: Callable[[int], object], algorithm,
@@ -73,6 +75,7 @@ class AsyncOffPolicyDriver:
                  learner_queue_timeout: float = 300.0,
                  max_policy_lag: Optional[int] = None,
                  restart_failed_envs: bool = False,
+                 prefetch_depth: int = 1,
                  stop_grace_period_secs: float = 1.5):
         """
         Args:
@@ -95,10 +98,18 @@ class AsyncOffPolicyDriver:
                 `dropped_unrolls`) and replaced by fresher ones. None: keep all.
             restart_failed_envs: replace an env that raises by a new one from
                 `env_factory` (counted in `env_restarts`) instead of stopping.
+            prefetch_depth: learn batches `run_async()` dequeues and places
+                on the learner's devices ahead of the update that uses them
+                (0: fetch each batch when it is needed).
             stop_grace_period_secs: how long `stop()` waits for threads.
         """
         check_sizes(num_envs, num_actor_queues, unroll_length, learn_queue_cap,
                     actor_queue_cap)
+        if not isinstance(prefetch_depth, (int, np.integer)) or prefetch_depth < 0:
+            raise ValueError(f"AsyncOffPolicyDriver.prefetch_depth must be an integer >= 0, "
+                             f"got {prefetch_depth!r}")
+        self._prefetch_depth = prefetch_depth
+        self._prefetcher = None  # started by the first run_async()
         self._algorithm = algorithm
         self._learner = learner
         self._unroll_length = unroll_length
@@ -211,6 +222,13 @@ class AsyncOffPolicyDriver:
             LearnerStarvedError: no batch within `learner_queue_timeout`.
             RuntimeError: the driver was stopped.
         """
+        try:
+            return self._next_batch()
+        except (ThreadError, LearnerStarvedError, RuntimeError):
+            self._error_raised = True  # stop() need not raise it again
+            raise
+
+    def _next_batch(self) -> LearnBatch:
         unrolls = self._dequeue(self._learn_queue_cap)
         if self._max_policy_lag is not None:
             unrolls = self._drop_stale(unrolls)
@@ -225,17 +243,22 @@ class AsyncOffPolicyDriver:
         try:
             return self._queues.learn_queue.dequeue_many(n)
         except QUEUE_CLOSED:
-            self._error_raised = True
             self._coord.raise_requested_exception()
             raise RuntimeError("AsyncOffPolicyDriver was stopped") from None
         finally:
             watchdog.cancel()
 
     def _drop_stale(self, unrolls):
-        """Replaces unrolls older than `max_policy_lag` updates by fresh ones."""
+        """Replaces unrolls older than `max_policy_lag` updates by fresh ones.
+
+        A prefetched batch is trained on up to `prefetch_depth` updates after
+        it is fetched; the lag is counted at that (latest) update.
+        """
+        ahead = self._prefetch_depth if self._prefetcher is not None else 0
         while True:
             oldest = tf.reduce_min(unrolls.experience.policy_version, axis=[1, 2])
-            fresh = tf.cast(self._version, tf.int64) - oldest <= self._max_policy_lag
+            now = tf.cast(self._version, tf.int64) + ahead
+            fresh = now - oldest <= self._max_policy_lag
             stale = int(tf.reduce_sum(tf.cast(~fresh, tf.int32)))
             if not stale:
                 return unrolls
@@ -272,18 +295,44 @@ class AsyncOffPolicyDriver:
     def run_async(self) -> int:
         """Trains the learner on one learn batch; returns its env steps.
 
+        With `prefetch_depth > 0` the batch was dequeued and placed on the
+        learner's devices by the prefetch thread during the previous update.
         Times the wait for the batch (`dequeue_wait`), its placement on the
-        learner's devices (`load`) and the update (`grad`) in `self.clock`,
-        and samples the learn-queue depth before the wait.
+        devices (`load`, overlapped when prefetching) and the update
+        (`grad`) in `self.clock`, and samples the learn-queue depth.
+
+        Raises:
+            ThreadError, LearnerStarvedError, RuntimeError: as
+                `get_training_exps()`.
         """
         self.clock.observe("learn_queue_depth", self.learn_queue_size())
         start = time.perf_counter()
-        batch = self.get_training_exps()
-        loaded = time.perf_counter()
-        self.clock.add("dequeue_wait", loaded - start)
-        self._learner.train(batch, self.clock)
+        if self._prefetch_depth:
+            placed = self._next_prefetched()
+            self.clock.add("dequeue_wait", time.perf_counter() - start)
+        else:
+            batch = self.get_training_exps()
+            fetched = time.perf_counter()
+            self.clock.add("dequeue_wait", fetched - start)
+            placed = self._learner.place(batch)
+            self.clock.add("load", time.perf_counter() - fetched)
+        self._learner.update(placed, self.clock)
         self.clock.tick()
-        return batch.env_steps
+        return placed.env_steps
+
+    def _next_prefetched(self):
+        if self._prefetcher is None:
+            self._prefetcher = PrefetchThread(
+                "PrefetchThread", self._coord, self._queues, self._next_batch,
+                self._learner.place, self._prefetch_depth,
+                lambda seconds: self.clock.add("load", seconds))
+            self._prefetcher.start()
+        placed = self._prefetcher.get()
+        if placed is None:
+            self._error_raised = True
+            self._coord.raise_requested_exception()
+            raise RuntimeError("AsyncOffPolicyDriver was stopped")
+        return placed
 
     def stop(self) -> None:
         """Stops and joins every thread, then closes the envs.
@@ -299,7 +348,8 @@ class AsyncOffPolicyDriver:
         self._queues.close_all()
         try:
             if self._started:
-                self._coord.join(self._threads, stop_grace_period_secs=self._grace)
+                threads = self._threads + [self._prefetcher] * bool(self._prefetcher)
+                self._coord.join(threads, stop_grace_period_secs=self._grace)
         except Exception:
             if not self._error_raised:
                 raise

@@ -1,7 +1,7 @@
 """The learner: SGD on learn batches, written against `tf.distribute`."""
 
 import time
-from typing import Dict, Optional
+from typing import Any, Dict, NamedTuple, Optional
 
 import gin
 import tensorflow as tf
@@ -12,6 +12,21 @@ from alf_async.metrics import StageClock
 from alf_async.schedules import Schedule, schedule_value
 
 _NON_FINITE = "non-finite loss or gradient"
+
+
+class DeviceBatch(NamedTuple):
+    """A learn batch already placed on the learner's replicas (`Learner.place`).
+
+    Attributes:
+        experience, bootstrap: the batch's nests, one share per replica
+            (per-replica values when there are several replicas).
+        policy_version: `[Q, T, B]` int64, the version that acted (host).
+        env_steps: Python int, `Q * T * B`.
+    """
+    experience: Any
+    bootstrap: Any
+    policy_version: Any
+    env_steps: int
 
 
 def make_optimizer(name: str, learning_rate: float, epsilon: float, decay: float,
@@ -128,10 +143,28 @@ class Learner(tf.Module):
 
     def train(self, batch: LearnBatch, clock: Optional[StageClock] = None
               ) -> Dict[str, tf.Tensor]:
-        """One update on a learn batch; returns the mean loss terms.
+        """`place()` then `update()`; `clock` also gets the `load` time."""
+        start = time.perf_counter()
+        placed = self.place(batch)
+        if clock is not None:
+            clock.add("load", time.perf_counter() - start)
+        return self.update(placed, clock)
 
-        `clock`, if given, gets the `load` (placing the batch on the devices)
-        and `grad` (the compiled update) times.
+    def place(self, batch: LearnBatch) -> DeviceBatch:
+        """Copies a learn batch onto the replicas' devices.
+
+        Thread-safety: may run in another thread while `update()` trains on
+        the previous batch (the driver's prefetching does this).
+        """
+        experience, bootstrap = self._distribute(batch)
+        return DeviceBatch(experience, bootstrap, batch.experience.policy_version,
+                           batch.env_steps)
+
+    def update(self, batch: DeviceBatch, clock: Optional[StageClock] = None
+               ) -> Dict[str, tf.Tensor]:
+        """One update on a placed learn batch; returns the mean loss terms.
+
+        `clock`, if given, gets the `grad` time (the compiled update).
 
         Counts `train_step` and `env_steps`, moves the schedules to the
         current env step, and writes `loss/*` and `learner/*` summaries to the
@@ -147,11 +180,9 @@ class Learner(tf.Module):
         self._algorithm.set_env_steps(int(self.env_steps))
         self.env_steps.assign_add(batch.env_steps)
         start = time.perf_counter()
-        experience, bootstrap = self._distribute(batch)
-        loaded = time.perf_counter()
         update = int(self.train_step) + 1
         try:
-            info = self._train(experience, bootstrap, batch.experience.policy_version)
+            info = self._train(batch.experience, batch.bootstrap, batch.policy_version)
         except tf.errors.InvalidArgumentError as error:
             if _NON_FINITE not in str(error):
                 raise
@@ -164,8 +195,7 @@ class Learner(tf.Module):
                             self.skipped_updates)
             return {}
         if clock is not None:
-            clock.add("load", loaded - start)
-            clock.add("grad", time.perf_counter() - loaded)
+            clock.add("grad", time.perf_counter() - start)
         return info
 
     def _distribute(self, batch: LearnBatch):
@@ -173,11 +203,16 @@ class Learner(tf.Module):
 
         With several replicas the `[Q, T, B, ...]` experience is laid out as
         one `[1, T, Q * B, ...]` unroll, and replica r gets columns
-        `[r * W, (r + 1) * W)`, `W = Q * B / replicas`.
+        `[r * W, (r + 1) * W)`, `W = Q * B / replicas`. One replica on an
+        accelerator gets a copy of the whole batch.
         """
         replicas = self._strategy.num_replicas_in_sync
         if replicas == 1:
-            return batch.experience, batch.bootstrap
+            device = self.devices[0]
+            if "CPU" in device.upper():  # already there
+                return batch.experience, batch.bootstrap
+            with tf.device(device):
+                return tf.nest.map_structure(tf.identity, (batch.experience, batch.bootstrap))
         def wide(x):  # [Q, T, B, ...] -> [1, T, Q * B, ...]
             x = tf.experimental.numpy.swapaxes(x, 0, 1)
             return tf.reshape(x, tf.concat([[1, tf.shape(x)[0], -1], tf.shape(x)[3:]], 0))

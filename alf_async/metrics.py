@@ -77,34 +77,43 @@ class StageClock:
     `read_and_reset()`; a gauge (e.g. the learn-queue depth before each
     dequeue) is reported as its mean, min and max over the same window.
 
-    Thread-safety: used by the trainer's thread only.
+    Thread-safety: any thread may add and observe (the prefetch thread adds
+    `load`); one thread reads.
     """
 
     def __init__(self):
+        self._lock = threading.Lock()
+        self._reset()
+
+    def _reset(self) -> None:
         self._totals = collections.defaultdict(float)
         self._gauges = collections.defaultdict(list)
         self._count = 0
         self._since = time.perf_counter()
 
     def add(self, stage: str, seconds: float) -> None:
-        self._totals[stage] += seconds
+        with self._lock:
+            self._totals[stage] += seconds
 
     def observe(self, gauge: str, value: float) -> None:
-        self._gauges[gauge].append(value)
+        with self._lock:
+            self._gauges[gauge].append(value)
 
     def tick(self) -> None:
         """Marks the end of one iteration."""
-        self._count += 1
+        with self._lock:
+            self._count += 1
 
     def read_and_reset(self) -> dict:
         """Per-iteration `{stage}_ms`, `busy` and `{gauge}_mean|min|max` since last read."""
-        wall = time.perf_counter() - self._since
-        count = max(self._count, 1)
-        out = {f"{stage}_ms": 1000 * total / count for stage, total in self._totals.items()}
-        out["busy"] = self._totals.get("grad", 0.0) / max(wall, 1e-9)
-        for gauge, values in self._gauges.items():
-            out.update({f"{gauge}_mean": float(np.mean(values)),
-                        f"{gauge}_min": float(np.min(values)),
-                        f"{gauge}_max": float(np.max(values))})
-        self.__init__()
+        with self._lock:
+            wall = time.perf_counter() - self._since
+            count = max(self._count, 1)
+            out = {f"{stage}_ms": 1000 * total / count for stage, total in self._totals.items()}
+            out["busy"] = self._totals.get("grad", 0.0) / max(wall, 1e-9)
+            for gauge, values in self._gauges.items():
+                out.update({f"{gauge}_mean": float(np.mean(values)),
+                            f"{gauge}_min": float(np.min(values)),
+                            f"{gauge}_max": float(np.max(values))})
+            self._reset()
         return out

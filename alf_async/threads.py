@@ -7,8 +7,10 @@ then re-raises that error.
 """
 
 import logging
+import queue
 import sys
 import threading
+import time
 from typing import Callable, Optional, Sequence
 
 import numpy as np
@@ -253,3 +255,52 @@ class LogThread(DriverThread):
     def _step(self) -> None:
         record = _to_numpy(self._queues.log_queue.dequeue())
         self.stats.update(record.reward, record.step_type, int(record.env_id))
+
+
+class PrefetchThread(DriverThread):
+    """Takes learn batches and places them on the learner's devices ahead of use.
+
+    While the learner trains on batch k, this thread dequeues batch k+1 (and
+    up to `depth` batches in all) and copies it onto the replicas, so that
+    the learner finds it ready.
+
+    Thread-safety: `get()` is called by one consumer thread.
+    """
+
+    _POLL_SECS = 0.05  # how often a blocked put or get checks for a stop
+
+    def __init__(self, name: str, coord: tf.train.Coordinator, queues: TFQueues,
+                 fetch: Callable, place: Callable, depth: int, on_load: Callable):
+        """
+        Args:
+            fetch: `() -> LearnBatch`, blocks until a batch is there.
+            place: `LearnBatch -> DeviceBatch`.
+            depth: most placed batches waiting for the learner.
+            on_load: `seconds -> None`, told how long each `place` took.
+        """
+        super().__init__(name, coord, queues)
+        self._fetch = fetch
+        self._place = place
+        self._on_load = on_load
+        self._ready = queue.Queue(maxsize=depth)
+
+    def _step(self) -> None:
+        batch = self._fetch()
+        start = time.perf_counter()
+        placed = self._place(batch)
+        self._on_load(time.perf_counter() - start)
+        while not self._coord.should_stop():
+            try:
+                self._ready.put(placed, timeout=self._POLL_SECS)
+                return
+            except queue.Full:
+                pass
+
+    def get(self):
+        """The next placed batch; None once a stop was requested."""
+        while True:
+            try:
+                return self._ready.get(timeout=self._POLL_SECS)
+            except queue.Empty:
+                if self._coord.should_stop():
+                    return None

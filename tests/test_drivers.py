@@ -7,6 +7,7 @@ import tensorflow as tf
 from tf_agents.trajectories import time_step as ts
 
 from alf_async.drivers import AsyncOffPolicyDriver
+from alf_async.learner import DeviceBatch
 from alf_async.threads import LearnerStarvedError, ThreadError
 from fakes import EPISODE_LENGTH, CountingEnv, CountingPolicy
 
@@ -26,7 +27,7 @@ def _driver(num_envs=4, fail_env=None, fail_at=None, **kwargs):
 
 def _driver_threads():
     return [t for t in threading.enumerate() if t.name.startswith(("EnvThread", "ActorThread",
-                                                                     "LogThread"))]
+                                                                     "LogThread", "Prefetch"))]
 
 
 def _timed_stop(driver, bound=2.0):
@@ -268,3 +269,76 @@ def test_restart_failed_envs_replaces_the_env_and_training_goes_on():
         _timed_stop(driver)
     assert len(made) == 2 + driver.env_restarts
     assert all(env.closed for env in made)
+
+
+class _RecordingLearner(_FakeLearner):
+    """Logs when batches are placed and updates run; an update takes `update_secs`."""
+
+    def __init__(self, update_secs=0.2):
+        super().__init__()
+        self.placed, self.updates = [], []
+        self._update_secs = update_secs
+
+    def place(self, batch):
+        self.placed.append(time.perf_counter())
+        return DeviceBatch(batch.experience, batch.bootstrap, batch.experience.policy_version,
+                           batch.env_steps)
+
+    def update(self, batch, clock=None):
+        start = time.perf_counter()
+        time.sleep(self._update_secs)
+        self.train_step.assign_add(1)
+        self.updates.append((start, time.perf_counter()))
+
+
+def _learning_driver(learner, fail_env=None, **kwargs):
+    envs = [CountingEnv(i, B, fail_at=20 if i == fail_env else None) for i in range(2)]
+    return AsyncOffPolicyDriver(lambda i: envs[i], CountingPolicy(envs[0]), learner,
+                                num_envs=2, actor_queue_cap=1, unroll_length=3,
+                                learn_queue_cap=2, **kwargs)
+
+
+@pytest.mark.parametrize("prefetch_depth", [0, 1, 2])
+def test_next_batch_is_placed_while_the_learner_trains(prefetch_depth):
+    learner = _RecordingLearner()
+    driver = _learning_driver(learner, prefetch_depth=prefetch_depth)
+    driver.start()
+    try:
+        steps = [driver.run_async() for _ in range(4)]
+    finally:
+        _timed_stop(driver)
+    assert steps == [2 * 3 * B] * 4
+    for k, (_, end) in enumerate(learner.updates[:-1]):
+        placed_before_end = sum(t < end for t in learner.placed)
+        if prefetch_depth:  # batch k + 1 was ready before update k ended
+            assert k + 2 <= placed_before_end <= k + 2 + prefetch_depth
+        else:
+            assert placed_before_end == k + 1
+    assert {"dequeue_wait_ms", "load_ms"} <= set(driver.clock.read_and_reset())
+
+
+def test_thread_error_reaches_run_async_through_the_prefetch_thread():
+    driver = _learning_driver(_RecordingLearner(update_secs=0.0), fail_env=1)
+    driver.start()
+    with pytest.raises(ThreadError, match="EnvThread1 failed: RuntimeError: env 1 broke"):
+        for _ in range(100):
+            driver.run_async()
+    _timed_stop(driver)  # does not raise the same error again
+
+
+def test_stop_from_another_thread_ends_a_waiting_run_async():
+    learner = _RecordingLearner(update_secs=0.0)
+    driver = _learning_driver(learner)
+    driver.start()
+    driver.run_async()
+    for env in driver._envs:  # pylint: disable=protected-access
+        env.step = lambda action, step=env.step: time.sleep(0.05) or step(action)
+    stopper = threading.Timer(0.5, driver.stop)
+    stopper.start()
+    start = time.time()
+    with pytest.raises(RuntimeError, match="stopped"):
+        for _ in range(100):
+            driver.run_async()
+    assert time.time() - start < 3
+    stopper.join()
+    assert not _driver_threads()
