@@ -14,6 +14,7 @@ from tf_agents.specs import tensor_spec
 from alf_async.experience import ActReply, LearnBatch, make_specs
 from alf_async.metrics import EpisodeStats, StageClock
 from alf_async.queues import TFQueues
+from alf_async.replay import UnrollReplay
 from alf_async.threads import (QUEUE_CLOSED, ActorThread, EnvThread, LearnerStarvedError,
                                LogThread, PrefetchThread, ThreadError)
 
@@ -48,6 +49,28 @@ def _check_env_specs(env, env_id: int, algorithm) -> None:
             f"{algorithm.time_step_spec.observation} and {algorithm.action_spec}")
 
 
+def check_deterministic(num_envs: int, learn_queue_cap: int, seed: Optional[int]) -> None:
+    """Raises ValueError unless deterministic mode can run with these settings."""
+    if seed is None:
+        raise ValueError("AsyncOffPolicyDriver.deterministic=True needs a seed "
+                         "(train.seed)")
+    if learn_queue_cap % num_envs:
+        raise ValueError(f"AsyncOffPolicyDriver.deterministic=True needs learn_queue_cap "
+                         f"divisible by num_envs (every env adds the same number of unrolls "
+                         f"to a learn batch), got {learn_queue_cap} and {num_envs}")
+
+
+def _num_replayed(replay_proportion: float, learn_queue_cap: int) -> int:
+    """Replayed unrolls per learn batch; raises ValueError unless a whole number."""
+    replayed = replay_proportion * learn_queue_cap
+    if replay_proportion < 0 or abs(replayed - round(replayed)) > 1e-6:
+        raise ValueError(
+            f"AsyncOffPolicyDriver.replay_proportion * learn_queue_cap must be a whole "
+            f"number >= 0 (unrolls replayed per learn batch), got {replay_proportion} * "
+            f"{learn_queue_cap}")
+    return int(round(replayed))
+
+
 @gin.configurable(module="alf_async")
 class AsyncOffPolicyDriver:
     """Collects experience with `num_envs` env threads and feeds a learner.
@@ -76,6 +99,10 @@ class AsyncOffPolicyDriver:
                  max_policy_lag: Optional[int] = None,
                  restart_failed_envs: bool = False,
                  prefetch_depth: int = 1,
+                 replay_proportion: float = 0.0,
+                 replay_buffer_num_slots: int = 0,
+                 deterministic: bool = False,
+                 seed: Optional[int] = None,
                  stop_grace_period_secs: float = 1.5):
         """
         Args:
@@ -101,6 +128,16 @@ class AsyncOffPolicyDriver:
             prefetch_depth: learn batches `run_async()` dequeues and places
                 on the learner's devices ahead of the update that uses them
                 (0: fetch each batch when it is needed).
+            replay_proportion: p; each learn batch of Q new unrolls gets
+                `p * Q` unrolls replayed from recent ones appended (p:1).
+            replay_buffer_num_slots: unrolls kept for replay.
+            deterministic: reproducible mode: env threads run one learn
+                batch's unrolls at a time, only while the learner waits (a
+                fixed policy lag of 0); each actor serves all of its envs
+                at once in env order with seeded sampling; a learn batch
+                holds `Q / E` unrolls of every env, in env order. Needs
+                `seed`, and Q divisible by E; does not prefetch.
+            seed: seeds sampling (actions in deterministic mode, replay).
             stop_grace_period_secs: how long `stop()` waits for threads.
         """
         check_sizes(num_envs, num_actor_queues, unroll_length, learn_queue_cap,
@@ -108,8 +145,17 @@ class AsyncOffPolicyDriver:
         if not isinstance(prefetch_depth, (int, np.integer)) or prefetch_depth < 0:
             raise ValueError(f"AsyncOffPolicyDriver.prefetch_depth must be an integer >= 0, "
                              f"got {prefetch_depth!r}")
+        self._deterministic = deterministic
+        if deterministic:
+            check_deterministic(num_envs, learn_queue_cap, seed)
+            # Each actor takes all of its envs' requests at once.
+            actor_queue_cap = -(-num_envs // num_actor_queues)
+            prefetch_depth = 0  # collection must not overlap an update
         self._prefetch_depth = prefetch_depth
         self._prefetcher = None  # started by the first run_async()
+        self._num_replayed = _num_replayed(replay_proportion, learn_queue_cap)
+        self._replay = (UnrollReplay(replay_buffer_num_slots, seed)
+                        if self._num_replayed else None)
         self._algorithm = algorithm
         self._learner = learner
         self._unroll_length = unroll_length
@@ -129,22 +175,25 @@ class AsyncOffPolicyDriver:
         self._queues = TFQueues(
             num_envs, num_actor_queues, actor_queue_cap, learn_queue_cap,
             *make_specs(algorithm.time_step_spec, algorithm.action_spec,
-                        algorithm.policy_state_spec, self._batch_size, unroll_length))
+                        algorithm.policy_state_spec, self._batch_size, unroll_length),
+            permits_per_env=learn_queue_cap // num_envs if deterministic else 0)
         self._version = learner.train_step if learner else tf.constant(0, tf.int64)
         self._coord = tf.train.Coordinator()
         self.stats = EpisodeStats(num_envs, self._batch_size, episode_window)
         self.clock = StageClock()
-        self._threads = self._make_threads(num_envs, num_actor_queues)
+        self._threads = self._make_threads(num_envs, num_actor_queues, seed)
         self._started = self._stopped = self._error_raised = False
 
-    def _make_threads(self, num_envs: int, num_actor_queues: int):
+    def _make_threads(self, num_envs: int, num_actor_queues: int, seed: Optional[int]):
         initial_state = tf.nest.map_structure(
             lambda t: t.numpy(),
             tensor_spec.zero_spec_nest(self._algorithm.policy_state_spec,
                                        outer_dims=[self._batch_size]))
         q = self._queues
+        seeding = dict(seed=seed, stride=num_actor_queues) if self._deterministic else {}
         actors = [ActorThread(f"ActorThread{a}", self._coord, q, q.actor_queues[a],
-                              range(a, num_envs, num_actor_queues), self._act)
+                              range(a, num_envs, num_actor_queues), self._act,
+                              **seeding, index=a)
                   for a in range(num_actor_queues)]
         envs = [EnvThread(f"EnvThread{i}", self._coord, q, env, i,
                           q.actor_queues[i % num_actor_queues], self._unroll_length,
@@ -152,14 +201,18 @@ class AsyncOffPolicyDriver:
                 for i, env in enumerate(self._envs)]
         return [*actors, *envs, LogThread("LogThread", self._coord, q, self.stats)]
 
-    def _act(self, requests) -> ActReply:
-        """One policy call for `[n, B, ...]` requests -> `[n, B, ...]` replies."""
+    def _act(self, requests, seed=None) -> ActReply:
+        """One policy call for `[n, B, ...]` requests -> `[n, B, ...]` replies.
+
+        `seed`: `[2]` int32 seed of a stateless sampling (None: stateful).
+        """
         outer = tf.shape(requests.env_id)[0]
         merge = lambda x: tf.reshape(x, tf.concat([[-1], tf.shape(x)[2:]], 0))
         split = lambda x: tf.reshape(x, tf.concat([[outer, -1], tf.shape(x)[1:]], 0))
-        action, state, log_prob = self._algorithm.act(
-            *tf.nest.map_structure(merge, (requests.observation, requests.step_type,
-                                           requests.policy_state)))
+        inputs = tf.nest.map_structure(merge, (requests.observation, requests.step_type,
+                                               requests.policy_state))
+        seeded = {} if seed is None else dict(seed=seed)
+        action, state, log_prob = self._algorithm.act(*inputs, **seeded)
         version = tf.fill(tf.shape(log_prob), tf.cast(self._version, tf.int64))
         return tf.nest.map_structure(split, ActReply(action, state, log_prob, version))
 
@@ -182,6 +235,16 @@ class AsyncOffPolicyDriver:
     def learn_queue_cap(self) -> int:
         """Q, unrolls per learn batch."""
         return self._learn_queue_cap
+
+    @property
+    def deterministic(self) -> bool:
+        """Whether the driver runs in the reproducible mode."""
+        return self._deterministic
+
+    @property
+    def unrolls_per_batch(self) -> int:
+        """Q plus the replayed unrolls appended to each learn batch."""
+        return self._learn_queue_cap + self._num_replayed
 
     @property
     def env_steps_per_batch(self) -> int:
@@ -229,11 +292,27 @@ class AsyncOffPolicyDriver:
             raise
 
     def _next_batch(self) -> LearnBatch:
-        unrolls = self._dequeue(self._learn_queue_cap)
+        if self._deterministic:
+            unrolls = self._collect_in_env_order()
+        else:
+            unrolls = self._dequeue(self._learn_queue_cap)
         if self._max_policy_lag is not None:
             unrolls = self._drop_stale(unrolls)
+        if self._replay is not None:
+            self._replay.add(unrolls)
+            unrolls = tf.nest.map_structure(lambda a, b: tf.concat([a, b], 0), unrolls,
+                                            self._replay.sample(self._num_replayed))
         return LearnBatch(unrolls.experience, unrolls.bootstrap, unrolls.env_id,
                           self.env_steps_per_batch)
+
+    def _collect_in_env_order(self):
+        """Lets every env produce `Q / E` unrolls; returns them sorted by env."""
+        for permits in self._queues.unroll_permits:
+            for _ in range(permits.capacity):
+                permits.enqueue(np.int32(0))
+        unrolls = self._dequeue(self._learn_queue_cap)
+        order = tf.argsort(unrolls.env_id, stable=True)  # an env's unrolls stay in order
+        return tf.nest.map_structure(lambda x: tf.gather(x, order), unrolls)
 
     def _dequeue(self, n: int):
         """`n` unrolls from the learn queue, under the starvation watchdog."""

@@ -1,5 +1,6 @@
 """The learner: SGD on learn batches, written against `tf.distribute`."""
 
+import random
 import time
 from typing import Any, Dict, NamedTuple, Optional
 
@@ -67,7 +68,8 @@ class Learner(tf.Module):
                  num_minibatches: int = 4,
                  num_microbatches: int = 1,
                  grad_clip: Optional[float] = 0.5,
-                 skip_nonfinite_updates: bool = False):
+                 skip_nonfinite_updates: bool = False,
+                 seed: Optional[int] = None):
         """
         Args:
             algorithm: e.g. `PPOAlgorithm`; provides `preprocess`, `loss` and
@@ -87,6 +89,8 @@ class Learner(tf.Module):
             skip_nonfinite_updates: when a minibatch's loss or gradient is NaN
                 or infinite, skip the rest of that learn batch and count it in
                 `skipped_updates` instead of raising FloatingPointError.
+            seed: seeds the minibatch shuffles (None: random); they are
+                stateless, a function of the seed, update and epoch.
         """
         super().__init__(name="learner")
         self._algorithm = algorithm
@@ -98,6 +102,7 @@ class Learner(tf.Module):
         self._grad_clip = grad_clip
         self._skip_nonfinite = skip_nonfinite_updates
         self.skipped_updates = 0
+        self._seed = random.randrange(2**31) if seed is None else seed
         with self._strategy.scope():
             self.optimizer = make_optimizer(optimizer, schedule_value(learning_rate, 0),
                                             epsilon, rmsprop_decay, momentum)
@@ -119,25 +124,29 @@ class Learner(tf.Module):
         default = tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("CPU")
         return [default[0].name]
 
-    def check_batch_shape(self, learn_queue_cap: int, unroll_length: int,
+    def check_batch_shape(self, num_unrolls: int, unroll_length: int,
                           batch_size: int) -> None:
-        """Raises ValueError unless a `[Q, T, B]` batch splits evenly.
+        """Raises ValueError unless a `[Q, T, B]` batch of Q = `num_unrolls` splits evenly.
 
         The Q * B columns are split across replicas, and each replica's
-        Q * T * B / replicas samples into `num_minibatches` minibatches.
+        samples (Q * T * B / replicas steps, or its Q * B / replicas
+        sequences for a recurrent algorithm) into `num_minibatches` x
+        `num_microbatches` pieces.
         """
         replicas = self._strategy.num_replicas_in_sync
-        columns = learn_queue_cap * batch_size
+        columns = num_unrolls * batch_size
         if columns % replicas:
             raise ValueError(
-                f"learn_queue_cap * num_parallel_environments = {columns} does not split "
-                f"across {replicas} replicas")
-        per_replica = columns // replicas * unroll_length
+                f"unrolls per learn batch (learn_queue_cap plus replayed) * "
+                f"num_parallel_environments = {columns} does not split across {replicas} "
+                f"replicas")
+        per_replica = columns // replicas
+        if not getattr(self._algorithm, "recurrent", False):
+            per_replica *= unroll_length
         pieces = self._num_minibatches * self._num_microbatches
         if per_replica % pieces:
             raise ValueError(
-                f"A replica's {per_replica} samples per learn batch (learn_queue_cap * "
-                f"unroll_length * num_parallel_environments / replicas) do not split into "
+                f"A replica's {per_replica} samples per learn batch do not split into "
                 f"num_minibatches={self._num_minibatches} x "
                 f"num_microbatches={self._num_microbatches}")
 
@@ -233,7 +242,7 @@ class Learner(tf.Module):
     def _train(self, experience, bootstrap, policy_version):
         lag = tf.cast(self.train_step - policy_version, tf.float32)
         samples = self._strategy.run(self._algorithm.preprocess, (experience, bootstrap))
-        orders = self._strategy.run(self._epoch_orders, (samples["mask"],))
+        orders = self._strategy.run(self._epoch_orders, (samples["mask"], self.train_step))
         num_steps = self._num_epochs * self._num_minibatches
         totals = self._reduced_sgd_step(samples, orders, 0)
         for i in tf.range(1, num_steps):
@@ -247,14 +256,25 @@ class Learner(tf.Module):
             tf.summary.scalar(f"{family}/{key}", value, step=step)
         tf.summary.scalar("learner/learning_rate", self.optimizer.learning_rate, step=step)
         tf.summary.scalar("learner/entropy_coeff", self._algorithm.entropy_coeff, step=step)
+        tf.summary.scalar("learner/policy_lag_min", tf.reduce_min(lag), step=step)
         tf.summary.scalar("learner/policy_lag_mean", tf.reduce_mean(lag), step=step)
         tf.summary.scalar("learner/policy_lag_max", tf.reduce_max(lag), step=step)
         return means
 
-    def _epoch_orders(self, mask):
-        """`[num_epochs, N]`: a random order of this replica's samples per epoch."""
+    def _epoch_orders(self, mask, train_step):
+        """`[num_epochs, N]`: a random order of this replica's N samples per epoch.
+
+        Stateless: a function of the seed, the replica, `train_step` and the
+        epoch, so that a seeded run shuffles the same way every time.
+        """
+        replica = tf.distribute.get_replica_context().replica_id_in_sync_group
         n = tf.shape(mask)[0]
-        return tf.stack([tf.random.shuffle(tf.range(n)) for _ in range(self._num_epochs)])
+        orders = []
+        for epoch in range(self._num_epochs):
+            seed = tf.stack([tf.cast(self._seed, tf.int64) + tf.cast(replica, tf.int64),
+                             train_step * self._num_epochs + epoch])
+            orders.append(tf.argsort(tf.random.stateless_uniform([n], seed)))
+        return tf.stack(orders)
 
     def _reduced_sgd_step(self, samples, orders, i):
         info = self._strategy.run(self._sgd_step, (samples, orders, i))

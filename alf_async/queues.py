@@ -91,6 +91,8 @@ class TFQueues:
     - `learn_queue`: `Unroll`s (`[T, B, ...]` leaves), capacity
       `learn_queue_cap`.
     - `log_queue`: `LogRecord`s (`[T, B]` leaves) for the log thread.
+    - `unroll_permits[i]` (deterministic mode only): scalar tokens; env `i`
+      takes one before each unroll, so the driver decides when envs run.
 
     Thread-safety: `close_all()` may be called from any thread, any number of
     times; it unblocks every thread waiting on any of the queues.
@@ -98,7 +100,7 @@ class TFQueues:
 
     def __init__(self, num_envs: int, num_actor_queues: int, actor_queue_cap: int,
                  learn_queue_cap: int, request_spec: Nest, reply_spec: Nest,
-                 unroll_spec: Nest, log_spec: Nest):
+                 unroll_spec: Nest, log_spec: Nest, permits_per_env: int = 0):
         self.actor_queues: List[NestFIFOQueue] = [
             NestFIFOQueue(actor_queue_cap, request_spec, name=f"actor_queue{a}")
             for a in range(num_actor_queues)
@@ -110,10 +112,15 @@ class TFQueues:
         self.learn_queue = NestFIFOQueue(learn_queue_cap, unroll_spec, name="learn_queue")
         # A few records per env so that logging never throttles the envs.
         self.log_queue = NestFIFOQueue(4 * num_envs, log_spec, name="log_queue")
+        self.unroll_permits: List[NestFIFOQueue] = [
+            NestFIFOQueue(permits_per_env, tf.TensorSpec([], tf.int32),
+                          name=f"unroll_permits{i}")
+            for i in range(num_envs if permits_per_env else 0)
+        ]
 
     def all_queues(self) -> Sequence[NestFIFOQueue]:
         return [*self.actor_queues, *self.action_return_queues, self.learn_queue,
-                self.log_queue]
+                self.log_queue, *self.unroll_permits]
 
     def close_all(self) -> None:
         for queue in self.all_queues():

@@ -112,6 +112,7 @@ class EnvThread(DriverThread):
         self._env_id = np.int32(env_id)
         self._actor_queue = actor_queue
         self._return_queue = queues.action_return_queues[env_id]
+        self._permits = queues.unroll_permits[env_id] if queues.unroll_permits else None
         self._unroll_length = unroll_length
         self._initial_policy_state = initial_policy_state
         self._time_step_spec = batched(env.time_step_spec(), env.batch_size)
@@ -159,6 +160,12 @@ class EnvThread(DriverThread):
         super()._fail(self._env_error or error)
 
     def _unroll_fn(self, time_step, policy_state):
+        if self._permits is not None:  # deterministic mode: wait for the driver's go
+            # Ops on different queues are not ordered in a tf.function: the
+            # first request must depend on the permit explicitly.
+            with tf.control_dependencies([self._permits.dequeue()]):
+                time_step, policy_state = tf.nest.map_structure(tf.identity,
+                                                                (time_step, policy_state))
         steps = []
         for _ in range(self._unroll_length):
             first = tf.equal(time_step.step_type, ts.StepType.FIRST)
@@ -208,21 +215,34 @@ class ActorThread(DriverThread):
     least one, blocking for it), runs ONE policy call on all their
     `[n * B, ...]` observations and sends each env its `[B, ...]` share of
     the reply. The whole step, routing included, is one compiled call.
+
+    Seeded (deterministic mode), each step instead waits for one request
+    from every env it serves, orders them by env id and samples with the
+    stateless seed `(seed, index + stride * call)`.
     """
 
     def __init__(self, name: str, coord: tf.train.Coordinator, queues: TFQueues,
-                 actor_queue: NestFIFOQueue, env_ids: Sequence[int], act_fn: Callable):
+                 actor_queue: NestFIFOQueue, env_ids: Sequence[int], act_fn: Callable,
+                 seed: Optional[int] = None, stride: int = 1, index: int = 0):
         """
         Args:
             actor_queue: the queue this actor alone consumes.
             env_ids: the envs whose requests come through `actor_queue`.
-            act_fn: `ActRequest` with `[n, B, ...]` leaves -> `ActReply`
-                with `[n, B, ...]` leaves.
+            act_fn: `(ActRequest with [n, B, ...] leaves, seed or None)` ->
+                `ActReply` with `[n, B, ...]` leaves.
+            seed: if given, serve in the seeded, reproducible way.
+            stride, index: the seeds' call counter starts at `index` and
+                grows by `stride` (the number of actors), so that no two
+                actors share a seed.
         """
         super().__init__(name, coord, queues)
         self._actor_queue = actor_queue
         self._return_queues = {i: queues.action_return_queues[i] for i in env_ids}
         self._act_fn = act_fn
+        self._seed = seed
+        if seed is not None:
+            self._stride = stride
+            self._counter = tf.Variable(index, dtype=tf.int32, trainable=False)
         self._serve = tf.function(self._serve_requests)
 
     def prepare(self) -> None:
@@ -232,10 +252,21 @@ class ActorThread(DriverThread):
         self._serve()
 
     def _serve_requests(self) -> None:
-        # Only this thread dequeues, so `size()` requests are surely there.
-        n = tf.clip_by_value(self._actor_queue.size(), 1, self._actor_queue.capacity)
-        requests = self._actor_queue.dequeue_many(n)
-        replies = self._act_fn(requests)
+        if self._seed is None:
+            # Only this thread dequeues, so `size()` requests are surely there.
+            n = tf.clip_by_value(self._actor_queue.size(), 1, self._actor_queue.capacity)
+            requests = self._actor_queue.dequeue_many(n)
+            seed = None
+        else:
+            requests = self._actor_queue.dequeue_many(len(self._return_queues))
+            requests = tf.nest.map_structure(
+                lambda x, order=tf.argsort(requests.env_id): tf.gather(x, order), requests)
+            seed = tf.stack([tf.constant(self._seed % 2**31, tf.int32), self._counter])
+            self._counter.assign_add(self._stride)
+        # Read the weights and their version only once the requests are here,
+        # not when the call starts waiting (reads are otherwise unordered).
+        with tf.control_dependencies(tf.nest.flatten(requests)):
+            replies = self._act_fn(requests, seed)
         for env_id, queue in self._return_queues.items():
             index = tf.where(tf.equal(requests.env_id, env_id))[:, 0]
             tf.cond(tf.size(index) > 0,

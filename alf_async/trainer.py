@@ -174,9 +174,13 @@ def build(algorithm_class: Callable = PPOAlgorithm, seed: Optional[int] = None):
     with strategy.scope():
         algorithm = algorithm_class(probe.time_step_spec(), probe.action_spec())
     probe.close()
-    learner = Learner(algorithm, strategy)
-    driver = AsyncOffPolicyDriver(env_factory, algorithm, learner)
-    learner.check_batch_shape(driver.learn_queue_cap, driver.unroll_length, driver.batch_size)
+    learner = Learner(algorithm, strategy, seed=seed)
+    driver = AsyncOffPolicyDriver(env_factory, algorithm, learner, seed=seed)
+    learner.check_batch_shape(driver.unrolls_per_batch, driver.unroll_length,
+                              driver.batch_size)
+    if driver.deterministic:
+        # Kernels too must reduce in a fixed order (matters on GPUs).
+        tf.config.experimental.enable_op_determinism()
     return algorithm, learner, driver
 
 

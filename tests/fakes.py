@@ -72,7 +72,7 @@ class CountingPolicy:
         self.action_spec = tensor_spec.from_spec(env.action_spec())
         self.policy_state_spec = tf.TensorSpec([], tf.int32)
 
-    def act(self, observation, step_type, policy_state):
+    def act(self, observation, step_type, policy_state, seed=None):
         count = tf.cast(observation[:, 2], tf.int64)
         state = tf.where(step_type == ts.StepType.FIRST, 0, policy_state) + 1
         return count % 2, state, -tf.cast(count, tf.float32)

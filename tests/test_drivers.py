@@ -293,9 +293,9 @@ class _RecordingLearner(_FakeLearner):
 
 def _learning_driver(learner, fail_env=None, **kwargs):
     envs = [CountingEnv(i, B, fail_at=20 if i == fail_env else None) for i in range(2)]
+    kwargs = dict(dict(actor_queue_cap=1, unroll_length=3, learn_queue_cap=2), **kwargs)
     return AsyncOffPolicyDriver(lambda i: envs[i], CountingPolicy(envs[0]), learner,
-                                num_envs=2, actor_queue_cap=1, unroll_length=3,
-                                learn_queue_cap=2, **kwargs)
+                                num_envs=2, **kwargs)
 
 
 @pytest.mark.parametrize("prefetch_depth", [0, 1, 2])
@@ -342,3 +342,76 @@ def test_stop_from_another_thread_ends_a_waiting_run_async():
     assert time.time() - start < 3
     stopper.join()
     assert not _driver_threads()
+
+
+def test_actors_read_the_weights_when_requests_arrive_not_when_they_start_waiting():
+    learner = _FakeLearner()
+    driver = _learning_driver(learner)
+    gate = threading.Event()
+    for env in driver._envs:  # pylint: disable=protected-access
+        env.step = lambda action, step=env.step: gate.wait(10) and step(action)
+    driver.start()
+    time.sleep(0.5)  # the actor is now waiting inside its compiled call
+    learner.train_step.assign(7)
+    gate.set()
+    try:
+        versions = driver.get_training_exps().experience.policy_version.numpy()
+    finally:
+        _timed_stop(driver)
+    # Step 0 was requested before the bump; every later request after it.
+    assert (versions[:, 1:] == 7).all(), versions[:, :, 0]
+
+
+def test_deterministic_mode_runs_envs_only_for_the_batch_asked_for_in_env_order():
+    learner = _FakeLearner()
+    driver = _learning_driver(learner, deterministic=True, seed=3, learn_queue_cap=4,
+                              num_actor_queues=2)
+    driver.start()
+    try:
+        for k in range(3):
+            batch = driver.get_training_exps()
+            counts = batch.experience.time_step.observation.numpy()[..., 2]
+            # Q / E = 2 consecutive unrolls of env 0, then 2 of env 1.
+            np.testing.assert_array_equal(batch.env_ids.numpy(), [0, 0, 1, 1])
+            np.testing.assert_array_equal(counts[:, 0, 0], [6 * k, 6 * k + 3] * 2)
+            assert (batch.experience.policy_version.numpy() == k).all()
+            time.sleep(0.2)  # a slow update: nothing is collected meanwhile
+            assert driver.learn_queue_size() == 0
+            assert [env.count for env in driver._envs] == [6 * (k + 1)] * 2  # pylint: disable=protected-access
+            learner.train_step.assign_add(1)
+    finally:
+        _timed_stop(driver)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(deterministic=True), "needs a seed"),
+    (dict(deterministic=True, seed=1, learn_queue_cap=3), "got 3 and 2"),
+    (dict(replay_proportion=0.7), "whole number"),
+    (dict(replay_proportion=1.0), "replay_buffer_num_slots must be >= 1"),
+])
+def test_impossible_deterministic_or_replay_settings_are_value_errors(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        _learning_driver(_FakeLearner(), **kwargs)
+
+
+def test_replayed_unrolls_are_recent_ones_appended_to_new_ones():
+    driver = _learning_driver(_FakeLearner(), replay_proportion=1.0, replay_buffer_num_slots=3,
+                              seed=0)
+    assert driver.unrolls_per_batch == 4
+    driver.start()
+    seen = []  # (env, first count) of every new unroll, in arrival order
+    replayed = []
+    try:
+        for _ in range(8):
+            batch = driver.get_training_exps()
+            key = lambda q: (int(batch.env_ids[q]),
+                             int(batch.experience.time_step.observation[q, 0, 0, 2]))
+            assert batch.experience.action.shape[0] == 4 and batch.bootstrap.reward.shape[0] == 4
+            assert batch.env_steps == 2 * 3 * B  # only new unrolls count as env steps
+            seen.extend(key(q) for q in range(2))
+            for q in range(2, 4):
+                assert key(q) in seen[-3:]  # one of the 3 most recent new unrolls
+                replayed.append(key(q))
+    finally:
+        _timed_stop(driver)
+    assert len(set(replayed)) > 3  # the ring moves on

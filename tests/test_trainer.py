@@ -19,7 +19,7 @@ REQUIRED_TAGS = {
     "Metrics/AverageReturn", "Metrics/AverageEpisodeLength", "Metrics/EnvironmentSteps",
     "Metrics/NumberOfEpisodes", "Metrics_vs_EnvironmentSteps/AverageReturn",
     "loss/loss", "loss/pg_loss", "loss/value_loss", "loss/entropy",
-    "driver/env_frames_per_sec", "driver/learn_queue_size", "learner/policy_lag_mean",
+    "driver/env_frames_per_sec", "driver/learn_queue_size", "learner/policy_lag_min", "learner/policy_lag_mean",
     "learner/dequeue_wait_ms", "learner/load_ms", "learner/grad_ms", "learner/busy",
     "learner/num_replicas", "learner/learning_rate", "learner/entropy_coeff",
     "learner/learn_queue_depth_mean", "learner/learn_queue_depth_min",
@@ -89,6 +89,15 @@ def _cli(*args, timeout=900):
      "Bad setting: AsyncOffPolicyDriver.learn_queue_cap must be an integer >= 1, got 0"),
     (["--gin_param=AsyncOffPolicyDriver.actor_queue_cap=5"],
      "Bad setting: num_actor_queues \\* actor_queue_cap must be <= num_envs"),
+    (["--gin_param=AsyncOffPolicyDriver.deterministic=True"],
+     "Bad setting: AsyncOffPolicyDriver.deterministic=True needs a seed"),
+    (["--gin_param=AsyncOffPolicyDriver.deterministic=True", "--gin_param=train.seed=1",
+      "--gin_param=AsyncOffPolicyDriver.learn_queue_cap=3"],
+     "needs learn_queue_cap divisible by num_envs .* got 3 and 2"),
+    (["--gin_param=AsyncOffPolicyDriver.replay_proportion=0.25"],
+     "replay_proportion \\* learn_queue_cap must be a whole number"),
+    (["--gin_param=AsyncOffPolicyDriver.replay_proportion=0.5"],
+     "replay_buffer_num_slots must be >= 1"),
 ])
 def test_cli_bad_input_is_one_line_and_nonzero(tmp_path, args, message):
     result = _cli("--gin_file=gin_configs/ppo_async.gin", f"--root_dir={tmp_path}", *args,
@@ -117,6 +126,29 @@ def test_cli_trains_cartpole_to_475(tmp_path, config):
     assert scalars["Metrics/AverageReturn"][-1][1] >= 450
     replicas = 2 if config.endswith("multi_device") else 1
     assert scalars["learner/num_replicas"][-1][1] == replicas
+
+
+def _deterministic_losses(root, seed):
+    result = _cli("--gin_file=gin_configs/ppo_async.gin", f"--root_dir={root}",
+                  "--gin_param=AsyncOffPolicyDriver.deterministic=True",
+                  f"--gin_param=train.seed={seed}", "--gin_param=train.num_iterations=20",
+                  "--gin_param=train.num_env_steps=None", "--gin_param=train.summary_interval=1",
+                  timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    scalars = read_scalars(root)
+    assert [step for step, _ in scalars["loss/loss"]] == list(range(1, 21))
+    # Acting never overlaps an update: every step was acted on by the latest weights.
+    assert {lag for _, lag in scalars["learner/policy_lag_max"]} == {0.0}
+    return [value for _, value in scalars["loss/loss"]]
+
+
+@pytest.mark.slow
+def test_deterministic_mode_repeats_losses_exactly_and_depends_on_the_seed(tmp_path):
+    first = _deterministic_losses(tmp_path / "a", seed=1)
+    again = _deterministic_losses(tmp_path / "b", seed=1)
+    other = _deterministic_losses(tmp_path / "c", seed=2)
+    assert first == again
+    assert all(a != b for a, b in zip(first, other))
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])

@@ -71,15 +71,19 @@ class ActorCriticAlgorithm(tf.Module):
     def variables_to_train(self):
         return self.actor_net.trainable_variables + self.value_net.trainable_variables
 
-    def act(self, observation, step_type, policy_state, greedy: bool = False):
+    def act(self, observation, step_type, policy_state, greedy: bool = False, seed=None):
         """Acts on a batch of N observations (leaves `[N, ...]`).
+
+        Args:
+            seed: `[2]` integer seed for a stateless (reproducible) sample;
+                None samples from TensorFlow's stateful generator.
 
         Returns:
             `(action, new_policy_state, log_prob)`, leading dim N.
         """
         dist, state = self.actor_net(observation, step_type=step_type,
                                      network_state=policy_state, training=False)
-        action = dist.mode() if greedy else dist.sample()
+        action = dist.mode() if greedy else dist.sample(seed=seed)
         return action, state, dist.log_prob(action)
 
     def _sequences(self, experience, bootstrap):
