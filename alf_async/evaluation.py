@@ -42,23 +42,64 @@ def run_episodes(policy_fn: Callable, env, num_episodes: int,
 
 
 class GreedyPolicy(tf.Module):
-    """The algorithm's greedy policy for feed-forward networks, as a SavedModel.
+    """The algorithm's greedy policy, as a SavedModel.
 
-    The saved model has one signature, `action(observation)`, batched along
-    the first axis, and needs only TensorFlow (and TF Probability's ops, which
-    are plain TF ops) to load and run.
+    Feed-forward networks: one function, `action(observation)`, batched along
+    the first axis. Recurrent networks: `initial_state(batch_size)` returns
+    the LSTM state (a list of `[batch_size, ...]` tensors), and
+    `action(observation, step_type, state)` returns `(action, next_state)`;
+    the state resets itself where `step_type` is FIRST. Either needs only
+    TensorFlow (TF Probability's ops are plain TF ops) to load and run.
+    `greedy_actions()` hides the difference.
     """
 
     def __init__(self, algorithm):
         super().__init__(name="greedy_policy")
         self._actor_net = algorithm.actor_net
         spec = tensor_spec.from_spec(algorithm.time_step_spec.observation)
-        signature = tf.TensorSpec([None, *spec.shape], spec.dtype, name="observation")
-        self.action = tf.function(self._action, input_signature=[signature])
+        observation = tf.TensorSpec([None, *spec.shape], spec.dtype, name="observation")
+        if not algorithm.recurrent:
+            self.action = tf.function(self._action, input_signature=[observation])
+            return
+        state = [tf.TensorSpec([None, *s.shape], s.dtype)
+                 for s in tf.nest.flatten(self._actor_net.state_spec)]
+        self.initial_state = tf.function(self._initial_state,
+                                         input_signature=[tf.TensorSpec([], tf.int32)])
+        self.action = tf.function(self._recurrent_action, input_signature=[
+            observation, tf.TensorSpec([None], tf.int32, name="step_type"), state])
 
     def _action(self, observation):
         dist, _ = self._actor_net(observation, step_type=None, network_state=(), training=False)
         return dist.mode()
+
+    def _initial_state(self, batch_size):
+        return tf.nest.flatten(self._actor_net.get_initial_state(batch_size))
+
+    def _recurrent_action(self, observation, step_type, state):
+        state = tf.nest.pack_sequence_as(self._actor_net.state_spec, state)
+        dist, state = self._actor_net(observation, step_type=step_type, network_state=state,
+                                      training=False)
+        return dist.mode(), tf.nest.flatten(state)
+
+
+def greedy_actions(policy, batch_size: int) -> Callable:
+    """`(observation, step_type) -> action` for `run_episodes`.
+
+    Args:
+        policy: a `GreedyPolicy` or the SavedModel loaded from one; a
+            recurrent one's state is carried from call to call.
+        batch_size: observations per call.
+    """
+    if not hasattr(policy, "initial_state"):
+        return lambda observation, _: policy.action(observation)
+    state = policy.initial_state(batch_size)
+
+    def act(observation, step_type):
+        nonlocal state
+        action, state = policy.action(observation, np.asarray(step_type, np.int32), state)
+        return action
+
+    return act
 
 
 def export_policy(algorithm, directory: str) -> str:

@@ -15,10 +15,11 @@ import gymnasium as gym
 import numpy as np
 import tensorflow as tf
 from absl import app, flags, logging
+from tf_agents.trajectories import time_step as ts
 
 from alf_async import trainer  # noqa: F401  (registers the configurables)
 from alf_async.environments import create_environment
-from alf_async.evaluation import run_episodes
+from alf_async.evaluation import greedy_actions, run_episodes
 
 flags.DEFINE_string("root_dir", None, "A training run's root_dir.")
 flags.DEFINE_integer("num_episodes", 10, "Greedy episodes to play (in parallel).")
@@ -26,6 +27,9 @@ flags.DEFINE_integer("seed", None, "Env seed.")
 flags.DEFINE_string("gif", None, "Save one rendered greedy episode to this GIF file.")
 flags.mark_flag_as_required("root_dir")
 FLAGS = flags.FLAGS
+
+# Our envs without a gymnasium id of their own: (gymnasium id, observed components).
+_GYM_TWINS = {"CartPoleNoVelocity-v1": ("CartPole-v1", [0, 2])}
 
 
 def main(argv) -> None:
@@ -37,7 +41,7 @@ def main(argv) -> None:
                           skip_unknown=True)
     policy = tf.saved_model.load(policy_dir)
     env = create_environment(num_parallel_environments=FLAGS.num_episodes, seed=FLAGS.seed)
-    mean_return, mean_length = run_episodes(lambda obs, _: policy.action(obs), env,
+    mean_return, mean_length = run_episodes(greedy_actions(policy, FLAGS.num_episodes), env,
                                             FLAGS.num_episodes)
     logging.info("Played %d greedy episodes: average return %.1f, average length %.1f",
                  FLAGS.num_episodes, mean_return, mean_length)
@@ -54,11 +58,15 @@ def record_episode(policy, env_name: str, seed=None, max_steps: int = 10_000):
     """Frames (PIL images) of one greedy episode of gymnasium's `env_name`."""
     from PIL import Image  # pylint: disable=import-outside-toplevel
 
-    env = gym.make(env_name, render_mode="rgb_array")
+    gym_name, observed = _GYM_TWINS.get(env_name, (env_name, slice(None)))
+    env = gym.make(gym_name, render_mode="rgb_array")
     observation, _ = env.reset(seed=seed)
     frames = [Image.fromarray(env.render())]
-    for _ in range(max_steps):
-        action = policy.action(np.asarray(observation, np.float32)[None]).numpy()[0]
+    act = greedy_actions(policy, 1)
+    for step in range(max_steps):
+        step_type = ts.StepType.FIRST if step == 0 else ts.StepType.MID
+        observation = np.asarray(observation, np.float32)[observed]
+        action = np.asarray(act(observation[None], [step_type]))[0]
         observation, _, terminated, truncated, _ = env.step(int(action))
         frames.append(Image.fromarray(env.render()))
         if terminated or truncated:

@@ -15,7 +15,7 @@ from alf_async.algorithms import PPOAlgorithm
 from alf_async.devices import create_strategy
 from alf_async.drivers import AsyncOffPolicyDriver
 from alf_async.environments import create_environment
-from alf_async.evaluation import GreedyPolicy, export_policy, run_episodes
+from alf_async.evaluation import GreedyPolicy, export_policy, greedy_actions, run_episodes
 from alf_async.learner import Learner
 
 
@@ -133,9 +133,8 @@ def _write_metrics(driver: AsyncOffPolicyDriver, learner: Learner, counters: _Co
 def _evaluate(algorithm, iteration, num_episodes: int, seed: Optional[int]) -> None:
     env = create_environment(num_parallel_environments=num_episodes,
                              seed=None if seed is None else seed - 1)
-    policy = GreedyPolicy(algorithm)
-    average_return, average_length = run_episodes(lambda obs, _: policy.action(obs), env,
-                                                  num_episodes)
+    average_return, average_length = run_episodes(
+        greedy_actions(GreedyPolicy(algorithm), num_episodes), env, num_episodes)
     env.close()
     with tf.summary.record_if(True):
         tf.summary.scalar("eval/AverageReturn", average_return, step=iteration)

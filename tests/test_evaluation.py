@@ -2,15 +2,17 @@ import subprocess
 import sys
 
 import numpy as np
+import tensorflow as tf
 
 from alf_async.algorithms import PPOAlgorithm
 from alf_async.environments import CartPoleBatchedEnv
-from alf_async.evaluation import GreedyPolicy, export_policy, run_episodes
+from alf_async.evaluation import GreedyPolicy, export_policy, greedy_actions, run_episodes
 from fakes import EPISODE_LENGTH, CountingEnv
 
 _LOAD_AND_ACT = """
 import sys
 import numpy as np
+import tensorflow as tf
 import tensorflow as tf
 policy = tf.saved_model.load(sys.argv[1])
 obs = np.linspace(-0.2, 0.2, 40, dtype=np.float32).reshape(10, 4)
@@ -42,3 +44,45 @@ def test_exported_greedy_policy_acts_like_the_algorithm_without_alf_async(tmp_pa
     assert result.returncode == 0, result.stderr[-2000:]
     got = np.array(result.stdout.split(), np.int64)
     np.testing.assert_array_equal(got, want)
+
+
+_LOAD_AND_ACT_RECURRENT = """
+import sys
+import numpy as np
+import tensorflow as tf
+import tensorflow as tf
+policy = tf.saved_model.load(sys.argv[1])
+rng = np.random.default_rng(0)
+state = policy.initial_state(5)
+for step in range(6):
+    obs = rng.normal(size=(5, 2)).astype(np.float32)
+    step_type = np.full(5, 0 if step == 0 else 1, np.int32)
+    action, state = policy.action(obs, step_type, state)
+    print(" ".join(str(a) for a in action.numpy()))
+"""
+
+
+def test_exported_recurrent_policy_carries_its_state_like_the_algorithm(tmp_path):
+    env = CartPoleBatchedEnv(1, hide_velocity=True)
+    algo = PPOAlgorithm(env.time_step_spec(), env.action_spec(), lstm_size=(16,),
+                        actor_fc_layers=(16,), value_fc_layers=(16,))
+    path = export_policy(algo, str(tmp_path))
+    rng = np.random.default_rng(0)
+    state = tf.nest.map_structure(lambda s: tf.zeros([5, *s.shape]), algo.policy_state_spec)
+    want = []
+    for step in range(6):
+        obs = rng.normal(size=(5, 2)).astype(np.float32)
+        action, state, _ = algo.act(obs, np.full(5, 0 if step == 0 else 1, np.int32), state,
+                                    greedy=True)
+        want.append(action.numpy())
+    result = subprocess.run([sys.executable, "-c", _LOAD_AND_ACT_RECURRENT, path],
+                            cwd=str(tmp_path), capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    got = np.array([line.split() for line in result.stdout.splitlines()], np.int64)
+    np.testing.assert_array_equal(got, np.array(want))
+    # And through greedy_actions, which run_episodes and play use.
+    act = greedy_actions(GreedyPolicy(algo), 5)
+    rng = np.random.default_rng(0)
+    for step in range(6):
+        obs = rng.normal(size=(5, 2)).astype(np.float32)
+        np.testing.assert_array_equal(act(obs, np.full(5, 0 if step == 0 else 1)), want[step])

@@ -13,7 +13,8 @@ from alf_async.schedules import schedule_value
 Q, T, B = 2, 4, 4
 
 
-def _batch(seed=0):
+def _batch(seed=0, state_spec=()):
+    """A random `[Q, T, B]` learn batch; policy states drawn to fit `state_spec`."""
     rng = np.random.default_rng(seed)
     step_type = rng.choice([ts.StepType.MID, ts.StepType.LAST], size=(Q, T, B), p=[0.8, 0.2])
     step_type[:, 1:][step_type[:, :-1] == ts.StepType.LAST] = ts.StepType.FIRST
@@ -21,7 +22,10 @@ def _batch(seed=0):
                             np.ones((Q, T, B), np.float32),
                             rng.normal(size=(Q, T, B, 4)).astype(np.float32))
     exp = Experience(time_step, rng.integers(0, 2, (Q, T, B)),
-                     np.log(rng.uniform(0.3, 0.7, (Q, T, B))).astype(np.float32), (),
+                     np.log(rng.uniform(0.3, 0.7, (Q, T, B))).astype(np.float32),
+                     tf.nest.map_structure(
+                         lambda s: rng.normal(size=(Q, T, B, *s.shape)).astype(np.float32),
+                         state_spec),
                      np.zeros((Q, T, B), np.int64))
     boot = tf.nest.map_structure(lambda x: x[:, 0], time_step)
     return LearnBatch(tf.nest.map_structure(tf.convert_to_tensor, exp),
@@ -29,27 +33,33 @@ def _batch(seed=0):
                       tf.range(Q), Q * T * B)
 
 
-def _learner(strategy, algorithm_class=PPOAlgorithm, **kwargs):
+LSTM = dict(lstm_size=(8,), actor_fc_layers=(8,), value_fc_layers=(8,))
+
+
+def _learner(strategy, algorithm_class=PPOAlgorithm, algorithm_kwargs=None, **kwargs):
     env = CartPoleBatchedEnv(1)
     with strategy.scope():
-        algo = algorithm_class(env.time_step_spec(), env.action_spec(), entropy_coeff=0.01)
+        algo = algorithm_class(env.time_step_spec(), env.action_spec(), entropy_coeff=0.01,
+                               **(algorithm_kwargs or {}))
     return algo, Learner(algo, strategy, **kwargs)
 
 
-@pytest.mark.parametrize("algorithm_class", [PPOAlgorithm, ImpalaAlgorithm])
-def test_two_replicas_give_the_same_update_as_one(algorithm_class):
+@pytest.mark.parametrize("algorithm_class, algorithm_kwargs", [
+    (PPOAlgorithm, None), (ImpalaAlgorithm, None), (PPOAlgorithm, LSTM), (ImpalaAlgorithm, LSTM)])
+def test_two_replicas_give_the_same_update_as_one(algorithm_class, algorithm_kwargs):
     kwargs = dict(num_epochs=1, num_minibatches=1, learning_rate=1e-2, epsilon=1.0,
                   grad_clip=None)
-    one_algo, one = _learner(tf.distribute.get_strategy(), algorithm_class, **kwargs)
+    one_algo, one = _learner(tf.distribute.get_strategy(), algorithm_class, algorithm_kwargs,
+                             **kwargs)
     mirrored = create_strategy("mirrored", devices=["/cpu:0", "/cpu:1"])
     assert mirrored.num_replicas_in_sync == 2
-    two_algo, two = _learner(mirrored, algorithm_class, **kwargs)
+    two_algo, two = _learner(mirrored, algorithm_class, algorithm_kwargs, **kwargs)
     for a, b in zip(one_algo.variables_to_train, two_algo.variables_to_train):
         b.assign(a)
     before = [v.numpy() for v in one_algo.variables_to_train]
     for seed in range(3):
-        info_one = one.train(_batch(seed))
-        info_two = two.train(_batch(seed))
+        info_one = one.train(_batch(seed, one_algo.policy_state_spec))
+        info_two = two.train(_batch(seed, one_algo.policy_state_spec))
     np.testing.assert_allclose(info_one["loss"], info_two["loss"], rtol=1e-4, atol=1e-6)
     changed = False
     for a, b, b0 in zip(one_algo.variables_to_train, two_algo.variables_to_train, before):
@@ -68,6 +78,15 @@ def test_batch_must_split_across_replicas_and_minibatches():
     with pytest.raises(ValueError, match="8 samples .* num_minibatches=3 x num_microbatches=1"):
         learner.check_batch_shape(num_unrolls=1, unroll_length=4, batch_size=4)
     learner.check_batch_shape(num_unrolls=2, unroll_length=3, batch_size=4)
+
+
+def test_recurrent_batches_split_by_sequence():
+    _, learner = _learner(tf.distribute.get_strategy(), algorithm_kwargs=LSTM,
+                          num_minibatches=4)
+    # Q * B = 8 sequences of any length split into 4 minibatches; 6 do not.
+    learner.check_batch_shape(num_unrolls=2, unroll_length=3, batch_size=4)
+    with pytest.raises(ValueError, match="6 samples .* num_minibatches=4"):
+        learner.check_batch_shape(num_unrolls=2, unroll_length=4, batch_size=3)
 
 
 def test_unknown_strategy_kind():

@@ -128,6 +128,24 @@ def test_cli_trains_cartpole_to_475(tmp_path, config):
     assert scalars["learner/num_replicas"][-1][1] == replicas
 
 
+@pytest.mark.slow
+def test_memory_task_is_solved_by_the_recurrent_config_only(tmp_path):
+    """CartPole without velocities: LSTM PPO reaches 475; feed-forward PPO stays far below."""
+    rnn = _cli("--gin_file=gin_configs/ppo_rnn_async.gin", f"--root_dir={tmp_path / 'rnn'}",
+               "--gin_param=train.stop_at_return=475", "--gin_param=train.num_env_steps=2000000",
+               "--gin_param=train.seed=1")
+    assert rnn.returncode == 0, rnn.stderr[-3000:]
+    assert "Average return reached 475.0" in rnn.stderr
+    budget = int(read_scalars(str(tmp_path / "rnn"))["Metrics/EnvironmentSteps"][-1][1])
+    feed_forward = _cli("--gin_file=gin_configs/ppo_async.gin", f"--root_dir={tmp_path / 'ff'}",
+                        "--gin_param=create_environment.env_name='CartPoleNoVelocity-v1'",
+                        f"--gin_param=train.num_env_steps={budget}", "--gin_param=train.seed=1")
+    assert feed_forward.returncode == 0, feed_forward.stderr[-3000:]
+    scalars = read_scalars(str(tmp_path / "ff"))
+    assert scalars["Metrics/EnvironmentSteps"][-1][1] >= budget
+    assert max(value for _, value in scalars["Metrics/AverageReturn"]) < 150
+
+
 def _deterministic_losses(root, seed):
     result = _cli("--gin_file=gin_configs/ppo_async.gin", f"--root_dir={root}",
                   "--gin_param=AsyncOffPolicyDriver.deterministic=True",

@@ -1,9 +1,10 @@
 """What PPO and V-trace actor-critic share: networks, acting, loss terms."""
 
-from typing import Dict, Sequence
+from typing import Callable, Dict, Optional, Sequence
 
 import tensorflow as tf
-from tf_agents.networks import actor_distribution_network, value_network
+from tf_agents.networks import (actor_distribution_network, actor_distribution_rnn_network,
+                                value_network, value_rnn_network)
 from tf_agents.specs import tensor_spec
 
 from alf_async.algorithms import advantages as adv_lib
@@ -12,11 +13,27 @@ from alf_async.schedules import Schedule, schedule_value
 Samples = Dict[str, tf.Tensor]
 
 
+def _swap_time(x):
+    """`[T, N, ...]` <-> `[N, T, ...]`."""
+    return tf.experimental.numpy.swapaxes(x, 0, 1)
+
+
+def _first_step(x):
+    """`[Q, T, B, ...]` -> `[Q * B, ...]`: each unroll's value at its first step."""
+    return tf.reshape(x[:, 0], tf.concat([[-1], tf.shape(x)[3:]], 0))
+
+
 class ActorCriticAlgorithm(tf.Module):
     """An actor network (a distribution over actions) and a value network.
 
-    Subclasses turn a learn batch into `[N]` samples (`preprocess`) and
-    samples into per-sample loss terms (`loss`); the `Learner` does the rest.
+    Subclasses turn a learn batch into samples (`preprocess`) and samples into
+    per-sample loss terms (`loss`); the `Learner` does the rest. A sample is
+    one step (`[N]` leaves) for feed-forward networks, and one unroll
+    (`[N, T]` leaves, N = Q * B sequences) for recurrent ones, which then
+    start from the LSTM states stored with the unroll's first step.
+
+    The policy state is `(actor_state, value_state)`: both networks carry
+    their LSTM state while acting (both `()` when feed-forward).
 
     Thread-safety: actor threads call `act` while the learner trains; both
     only read the networks' variables and only the learner's optimizer writes
@@ -30,6 +47,7 @@ class ActorCriticAlgorithm(tf.Module):
                  discount: float = 0.99,
                  value_loss_coeff: float = 0.5,
                  entropy_coeff: Schedule = 0.0,
+                 lstm_size: Optional[Sequence[int]] = None,
                  name: str = "actor_critic"):
         """
         Args:
@@ -40,17 +58,28 @@ class ActorCriticAlgorithm(tf.Module):
             value_loss_coeff: weight of the value loss.
             entropy_coeff: weight of the entropy bonus: a constant or
                 piecewise-linear points `[(env_steps, value), ...]`.
+            lstm_size: LSTM layer sizes after the hidden layers (None:
+                feed-forward networks).
         """
         super().__init__(name=name)
         self.time_step_spec = tensor_spec.from_spec(time_step_spec)
         self.action_spec = tensor_spec.from_spec(action_spec)
+        self.recurrent = bool(lstm_size)
         obs_spec = self.time_step_spec.observation
         act_fn = tf.keras.activations.get(activation)
-        self.actor_net = actor_distribution_network.ActorDistributionNetwork(
-            obs_spec, self.action_spec, fc_layer_params=tuple(actor_fc_layers),
-            activation_fn=act_fn)
-        self.value_net = value_network.ValueNetwork(
-            obs_spec, fc_layer_params=tuple(value_fc_layers), activation_fn=act_fn)
+        if self.recurrent:
+            self.actor_net = actor_distribution_rnn_network.ActorDistributionRnnNetwork(
+                obs_spec, self.action_spec, input_fc_layer_params=tuple(actor_fc_layers),
+                lstm_size=tuple(lstm_size), output_fc_layer_params=(), activation_fn=act_fn)
+            self.value_net = value_rnn_network.ValueRnnNetwork(
+                obs_spec, input_fc_layer_params=tuple(value_fc_layers),
+                lstm_size=tuple(lstm_size), output_fc_layer_params=(), activation_fn=act_fn)
+        else:
+            self.actor_net = actor_distribution_network.ActorDistributionNetwork(
+                obs_spec, self.action_spec, fc_layer_params=tuple(actor_fc_layers),
+                activation_fn=act_fn)
+            self.value_net = value_network.ValueNetwork(
+                obs_spec, fc_layer_params=tuple(value_fc_layers), activation_fn=act_fn)
         self.actor_net.create_variables()
         self.value_net.create_variables()
         self._gamma = discount
@@ -61,7 +90,8 @@ class ActorCriticAlgorithm(tf.Module):
 
     @property
     def policy_state_spec(self):
-        return self.actor_net.state_spec
+        """`(actor_state_spec, value_state_spec)`, unbatched."""
+        return (self.actor_net.state_spec, self.value_net.state_spec)
 
     def set_env_steps(self, env_steps: int) -> None:
         """Moves the schedules (entropy coefficient) to `env_steps`."""
@@ -81,10 +111,37 @@ class ActorCriticAlgorithm(tf.Module):
         Returns:
             `(action, new_policy_state, log_prob)`, leading dim N.
         """
-        dist, state = self.actor_net(observation, step_type=step_type,
-                                     network_state=policy_state, training=False)
+        actor_state, value_state = policy_state
+        dist, actor_state = self.actor_net(observation, step_type=step_type,
+                                           network_state=actor_state, training=False)
+        if self.recurrent:  # the value network's memory follows the episode too
+            _, value_state = self.value_net(observation, step_type=step_type,
+                                            network_state=value_state, training=False)
         action = dist.mode() if greedy else dist.sample(seed=seed)
-        return action, state, dist.log_prob(action)
+        return action, (actor_state, value_state), dist.log_prob(action)
+
+    def _over_time(self, net, steps, state, read: Callable, training: bool = False):
+        """Applies `net` to time-major `[T, N]` steps.
+
+        A recurrent `net` runs over each of the N sequences from `state`.
+        `read(output, to_output_layout)` picks a tensor from the network's
+        output (`to_output_layout` maps time-major tensors such as actions to
+        the output's layout); the result comes back time-major.
+        """
+        if not self.recurrent:
+            output, _ = net(steps.observation, step_type=steps.step_type, network_state=(),
+                            training=training)
+            return read(output, lambda x: x)
+        output, _ = net(tf.nest.map_structure(_swap_time, steps.observation),
+                        step_type=_swap_time(steps.step_type), network_state=state,
+                        training=training)
+        return _swap_time(read(output, _swap_time))
+
+    def _initial_states(self, experience):
+        """`(actor_state, value_state)` before each unroll, leaves `[Q * B, ...]`."""
+        if not self.recurrent:
+            return (), ()
+        return tf.nest.map_structure(_first_step, experience.policy_state)
 
     def _sequences(self, experience, bootstrap):
         """Time-major steps `[T + 1, N]` (bootstrap last), their values and mask.
@@ -94,28 +151,45 @@ class ActorCriticAlgorithm(tf.Module):
         """
         steps = tf.nest.map_structure(adv_lib.time_major_with_bootstrap,
                                       experience.time_step, bootstrap)
-        values, _ = self.value_net(steps.observation, step_type=steps.step_type,
-                                   training=False)
+        values = self._over_time(self.value_net, steps, self._initial_states(experience)[1],
+                                 lambda values, _: values)
         return steps, values, adv_lib.transition_mask(steps.step_type)
 
-    @staticmethod
-    def _samples(experience, steps, mask, **targets) -> Samples:
-        """`[N]` training samples: step inputs, actions, behaviour log-probs, targets."""
-        unroll_rows = lambda x: adv_lib.flatten_time(x[:-1])
-        sample_rows = lambda x: adv_lib.flatten_time(adv_lib.time_major(x))
-        return dict(
+    def _behaviour_log_rhos(self, experience, steps):
+        """`[T, N]` log(pi(a|x) / mu(a|x)) of the current policy pi on the unrolls."""
+        action = tf.nest.map_structure(adv_lib.time_major, experience.action)
+        unroll_steps = tf.nest.map_structure(lambda x: x[:-1], steps)
+        log_prob = self._over_time(
+            self.actor_net, unroll_steps, self._initial_states(experience)[0],
+            lambda dist, layout: dist.log_prob(tf.nest.map_structure(layout, action)))
+        return log_prob - adv_lib.time_major(experience.log_prob)
+
+    def _samples(self, experience, steps, mask, **targets) -> Samples:
+        """Training samples: step inputs, actions, behaviour log-probs, targets.
+
+        Feed-forward: `[T * N]` single steps. Recurrent: `[N, T]` sequences,
+        plus the `actor_state` and `value_state` (`[N, ...]`) they start from.
+        """
+        rows = _swap_time if self.recurrent else adv_lib.flatten_time  # from [T, N]
+        unroll_rows = lambda x: rows(x[:-1])
+        sample_rows = lambda x: rows(adv_lib.time_major(x))
+        samples = dict(
             observation=tf.nest.map_structure(unroll_rows, steps.observation),
             step_type=unroll_rows(steps.step_type),
             action=tf.nest.map_structure(sample_rows, experience.action),
             behaviour_log_prob=sample_rows(experience.log_prob),
-            mask=adv_lib.flatten_time(mask),
-            **{k: adv_lib.flatten_time(v) for k, v in targets.items()})
+            mask=rows(mask),
+            **{k: rows(v) for k, v in targets.items()})
+        if self.recurrent:
+            samples["actor_state"], samples["value_state"] = self._initial_states(experience)
+        return samples
 
     def _evaluate(self, samples: Samples):
-        """The current policy's distribution and value on `[N]` samples."""
+        """The current policy's distribution and value on a minibatch of samples."""
         dist, _ = self.actor_net(samples["observation"], step_type=samples["step_type"],
-                                 network_state=(), training=True)
+                                 network_state=samples.get("actor_state", ()), training=True)
         values, _ = self.value_net(samples["observation"], step_type=samples["step_type"],
+                                   network_state=samples.get("value_state", ()),
                                    training=True)
         return dist, values
 

@@ -42,12 +42,9 @@ class ImpalaAlgorithm(ActorCriticAlgorithm):
         self._normalize_advantages = normalize_advantages
 
     def preprocess(self, experience, bootstrap) -> Samples:
-        """Learn batch (`[Q, T, B, ...]`, bootstrap `[Q, B, ...]`) -> `[N]` samples."""
+        """Learn batch (`[Q, T, B, ...]`, bootstrap `[Q, B, ...]`) -> samples."""
         steps, values, mask = self._sequences(experience, bootstrap)
-        dist, _ = self.actor_net(steps.observation[:-1], step_type=steps.step_type[:-1],
-                                 network_state=(), training=False)
-        action = tf.nest.map_structure(adv_lib.time_major, experience.action)
-        log_rhos = dist.log_prob(action) - adv_lib.time_major(experience.log_prob)
+        log_rhos = self._behaviour_log_rhos(experience, steps)
         # A transition out of a LAST step belongs to no episode: discount 0
         # and reward V(x_t) make its TD error 0, so nothing crosses it.
         rewards = mask * steps.reward[1:] + (1 - mask) * values[:-1]
@@ -62,7 +59,7 @@ class ImpalaAlgorithm(ActorCriticAlgorithm):
                              value_target=returns.vs)
 
     def loss(self, samples: Samples) -> Dict[str, tf.Tensor]:
-        """Per-sample loss terms of a `[N]` minibatch; `loss` is minimised."""
+        """Per-sample loss terms of a minibatch (`[N]` or `[N, T]`); `loss` is minimised."""
         dist, values = self._evaluate(samples)
         pg_loss = -dist.log_prob(samples["action"]) * samples["advantage"]
         return self._total(pg_loss, values, samples["value_target"], dist.entropy())

@@ -49,7 +49,8 @@ class PPOAlgorithm(ActorCriticAlgorithm):
             bootstrap: time step after each unroll, leaves `[Q, B, ...]`.
 
         Returns:
-            Dict of `[T * Q * B, ...]` tensors; `mask` is 0 at LAST steps.
+            Dict of `[T * Q * B, ...]` step tensors (`[Q * B, T, ...]`
+            sequences when recurrent); `mask` is 0 at LAST steps.
         """
         steps, values, mask = self._sequences(experience, bootstrap)
         advantage = adv_lib.generalized_advantage_estimation(
@@ -61,7 +62,7 @@ class PPOAlgorithm(ActorCriticAlgorithm):
                              value_target=value_target)
 
     def loss(self, samples: Samples) -> Dict[str, tf.Tensor]:
-        """Per-sample loss terms of a `[N]` minibatch; `loss` is minimised."""
+        """Per-sample loss terms of a minibatch (`[N]` or `[N, T]`); `loss` is minimised."""
         dist, values = self._evaluate(samples)
         log_ratio = dist.log_prob(samples["action"]) - samples["behaviour_log_prob"]
         ratio = tf.exp(log_ratio)

@@ -65,3 +65,47 @@ def test_preprocess_masks_last_steps_and_normalizes():
     adv = samples["advantage"][samples["mask"] == 1]
     assert abs(adv.mean()) < 1e-5 and abs(adv.std() - 1) < 1e-3
     np.testing.assert_array_equal(samples["advantage"][samples["mask"] == 0], 0)
+
+
+def _act_through(algo, observation, step_type, state):
+    """Acts step by step like the env threads; returns `[Q, T, B]` experience."""
+    q, t, b = step_type.shape
+    flat = lambda x: x.reshape(q * b, *x.shape[2:])  # [Q, B, ...] -> [Q * B, ...]
+    unflat = lambda x: tf.reshape(x, [q, b, *x.shape[1:]])
+    actions, log_probs, states = [], [], []
+    for i in range(t):
+        states.append(tf.nest.map_structure(unflat, state))
+        action, state, log_prob = algo.act(flat(observation[:, i]), flat(step_type[:, i]), state)
+        actions.append(unflat(action))
+        log_probs.append(unflat(log_prob))
+    stack = lambda *xs: tf.stack(xs, axis=1)
+    time_step = ts.TimeStep(step_type, np.zeros((q, t, b), np.float32),
+                            np.ones((q, t, b), np.float32), observation)
+    return Experience(time_step, stack(*actions), stack(*log_probs),
+                      tf.nest.map_structure(stack, *states), np.zeros((q, t, b), np.int64))
+
+
+def test_recurrent_learner_starts_sequences_from_the_stored_states():
+    tf.random.set_seed(0)
+    algo = _algorithm(lstm_size=(8,), actor_fc_layers=(8,), value_fc_layers=(8,))
+    rng = np.random.default_rng(4)
+    q, t, b = 2, 6, 3
+    observation = rng.normal(size=(q, t, b, 2 + 2)).astype(np.float32)
+    step_type = np.full((q, t, b), ts.StepType.MID, np.int32)
+    step_type[:, 3, 0], step_type[:, 4, 0] = ts.StepType.LAST, ts.StepType.FIRST
+    # Unrolls start mid-episode: a non-zero LSTM state carried from before.
+    state = tf.nest.map_structure(lambda s: tf.random.normal([q * b, *s.shape]),
+                                  algo.policy_state_spec)
+    exp = _act_through(algo, observation, step_type, state)
+    boot = tf.nest.map_structure(lambda x: x[:, 0], exp.time_step)
+    samples = algo.preprocess(exp, boot)
+    assert samples["observation"].shape == (q * b, t, 4)
+    assert samples["mask"].shape == (q * b, t)
+    # The learner's re-run of each sequence reproduces the actors' log-probs ...
+    kl = algo.loss(samples)["approx_kl"] * samples["mask"]
+    assert np.abs(kl.numpy()).max() < 1e-5
+    # ... which it would not from a zero state.
+    zeroed = dict(samples, actor_state=tf.nest.map_structure(tf.zeros_like,
+                                                               samples["actor_state"]))
+    kl = algo.loss(zeroed)["approx_kl"] * samples["mask"]
+    assert np.abs(kl.numpy()).max() > 1e-3
