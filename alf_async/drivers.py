@@ -183,6 +183,7 @@ class AsyncOffPolicyDriver:
         self.clock = StageClock()
         self._threads = self._make_threads(num_envs, num_actor_queues, seed)
         self._started = self._stopped = self._error_raised = False
+        self._busy_since, self._busy_totals = time.perf_counter(), {}
 
     def _make_threads(self, num_envs: int, num_actor_queues: int, seed: Optional[int]):
         initial_state = tf.nest.map_structure(
@@ -350,6 +351,24 @@ class AsyncOffPolicyDriver:
     def env_restarts(self) -> int:
         """Envs replaced after raising (with `restart_failed_envs`)."""
         return sum(t.num_restarts for t in self._threads if isinstance(t, EnvThread))
+
+    def busy_fractions(self) -> dict:
+        """Share of wall time the env and actor threads worked since the last call.
+
+        `env_busy`: stepping the env; `actor_busy`: in policy calls. Each is
+        the mean over the stage's threads; the rest of the time they waited
+        on a queue (or, for env threads, on TF's per-step overhead).
+        """
+        now = time.perf_counter()
+        wall = max(now - self._busy_since, 1e-9)
+        fractions = {}
+        for stage, kind in (("env_busy", EnvThread), ("actor_busy", ActorThread)):
+            totals = [t.busy_seconds for t in self._threads if isinstance(t, kind)]
+            before = self._busy_totals.get(stage, [0.0] * len(totals))
+            fractions[stage] = float(np.mean(np.subtract(totals, before))) / wall
+            self._busy_totals[stage] = totals
+        self._busy_since = now
+        return fractions
 
     def diagnose(self) -> str:
         """One line on the state of every stage, to tell which one starves."""

@@ -120,6 +120,7 @@ class EnvThread(DriverThread):
         self._env_error = None
         self._unroll = tf.function(self._unroll_fn)
         self.num_unrolls = 0  # unrolls put on the learn queue (read by diagnostics)
+        self.busy_seconds = 0.0  # time spent stepping the env (read by the trainer)
 
     def prepare(self) -> None:
         state_spec = tf.nest.map_structure(tf.TensorSpec.from_tensor,
@@ -192,12 +193,14 @@ class EnvThread(DriverThread):
         specs = tf.nest.flatten(self._time_step_spec)
 
         def step(*flat_action):
+            start = time.perf_counter()
             try:
                 time_step = self._env.step(tf.nest.pack_sequence_as(
                     self._env.action_spec(), list(flat_action)))
             except Exception as error:
                 self._env_error = error
                 raise
+            self.busy_seconds += time.perf_counter() - start
             return [np.asarray(x, s.dtype.as_numpy_dtype)
                     for x, s in zip(tf.nest.flatten(time_step), specs)]
 
@@ -243,7 +246,16 @@ class ActorThread(DriverThread):
         if seed is not None:
             self._stride = stride
             self._counter = tf.Variable(index, dtype=tf.int32, trainable=False)
+        self._busy = tf.Variable(0.0, dtype=tf.float64, trainable=False)
         self._serve = tf.function(self._serve_requests)
+
+    @property
+    def busy_seconds(self) -> float:
+        """Time spent in policy calls (from requests in hand to replies computed).
+
+        Stays 0 in deterministic mode, which cannot read the clock in graph.
+        """
+        return float(self._busy.numpy())
 
     def prepare(self) -> None:
         self._serve.get_concrete_function()
@@ -265,8 +277,14 @@ class ActorThread(DriverThread):
             self._counter.assign_add(self._stride)
         # Read the weights and their version only once the requests are here,
         # not when the call starts waiting (reads are otherwise unordered).
+        # Seeded runs go without the timing: TF's op determinism forbids timestamps.
+        timed = self._seed is None
         with tf.control_dependencies(tf.nest.flatten(requests)):
+            start = tf.timestamp() if timed else None
             replies = self._act_fn(requests, seed)
+        if timed:
+            with tf.control_dependencies(tf.nest.flatten(replies)):
+                self._busy.assign_add(tf.timestamp() - start)
         for env_id, queue in self._return_queues.items():
             index = tf.where(tf.equal(requests.env_id, env_id))[:, 0]
             tf.cond(tf.size(index) > 0,

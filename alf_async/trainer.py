@@ -127,7 +127,10 @@ def _write_metrics(driver: AsyncOffPolicyDriver, learner: Learner, counters: _Co
     timings = driver.clock.read_and_reset()
     for key, value in timings.items():
         tf.summary.scalar(f"learner/{key}", value, step=iteration)
-    return timings
+    busy = driver.busy_fractions()
+    for key, value in busy.items():
+        tf.summary.scalar(f"driver/{key}", value, step=iteration)
+    return dict(timings, **busy)
 
 
 def _evaluate(algorithm, iteration, num_episodes: int, seed: Optional[int]) -> None:
@@ -149,9 +152,10 @@ def _log_progress(counters: _Counters, fps: float, average_return: float, learn_
     if num_env_steps is not None and fps > 0:
         eta = f" | ETA {max(num_env_steps - int(counters.env_steps), 0) / fps:.0f} s"
     logging.info("iteration %d | env steps %d | %.0f frames/s | average return %.1f | "
-                 "learn queue %d | learner busy %.0f%%%s", int(counters.iteration),
-                 int(counters.env_steps), fps, average_return, learn_queue,
-                 100 * timings.get("busy", 0.0), eta)
+                 "learn queue %d | busy: env %.0f%%, actor %.0f%%, learner %.0f%%%s",
+                 int(counters.iteration), int(counters.env_steps), fps, average_return,
+                 learn_queue, 100 * timings.get("env_busy", 0.0),
+                 100 * timings.get("actor_busy", 0.0), 100 * timings.get("busy", 0.0), eta)
     if timings.get("dequeue_wait_ms", 0.0) > timings.get("grad_ms", float("inf")):
         logging.info("The learner waits for data longer than it trains: more env threads "
                      "(num_envs) or sub-envs (num_parallel_environments) would feed it faster.")

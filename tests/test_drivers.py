@@ -415,3 +415,19 @@ def test_replayed_unrolls_are_recent_ones_appended_to_new_ones():
     finally:
         _timed_stop(driver)
     assert len(set(replayed)) > 3  # the ring moves on
+
+
+def test_busy_fractions_point_at_the_slow_stage():
+    driver, envs = _driver(num_envs=2, actor_queue_cap=1)
+    for env in envs:  # a slow env: the actor mostly waits for it
+        env.step = lambda action, step=env.step: time.sleep(0.005) or step(action)
+    driver.start()
+    try:
+        driver.busy_fractions()  # start the window after start-up
+        for _ in range(8):
+            driver.get_training_exps()
+        busy = driver.busy_fractions()
+    finally:
+        _timed_stop(driver)
+    assert 0.5 < busy["env_busy"] <= 1.0, busy
+    assert 0.0 < busy["actor_busy"] < busy["env_busy"], busy

@@ -24,7 +24,7 @@ REQUIRED_TAGS = {
     "learner/num_replicas", "learner/learning_rate", "learner/entropy_coeff",
     "learner/learn_queue_depth_mean", "learner/learn_queue_depth_min",
     "learner/learn_queue_depth_max", "learner/dropped_unrolls", "learner/skipped_updates",
-    "driver/env_restarts",
+    "driver/env_restarts", "driver/env_busy", "driver/actor_busy",
 }
 
 

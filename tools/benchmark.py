@@ -48,7 +48,7 @@ _SIZE_FLAGS = {
 }
 
 
-def _rate(step_fn, duration: float, warmup: float) -> float:
+def rate(step_fn, duration: float, warmup: float) -> float:
     """Frames/s of `step_fn() -> frames`, after `warmup` seconds."""
     deadline = time.perf_counter() + warmup
     while time.perf_counter() < deadline:
@@ -59,7 +59,7 @@ def _rate(step_fn, duration: float, warmup: float) -> float:
     return frames / (time.perf_counter() - start)
 
 
-def _with_driver(fn):
+def with_driver(fn):
     """Runs `fn(driver, learner)` on a started driver, then stops it."""
     _, learner, driver = trainer.build()
     driver.start()
@@ -70,11 +70,11 @@ def _with_driver(fn):
 
 
 def end_to_end() -> float:
-    return _with_driver(lambda d, _: _rate(d.run_async, FLAGS.duration, FLAGS.warmup))
+    return with_driver(lambda d, _: rate(d.run_async, FLAGS.duration, FLAGS.warmup))
 
 
 def actor_only() -> float:
-    return _with_driver(lambda d, _: _rate(lambda: d.get_training_exps().env_steps,
+    return with_driver(lambda d, _: rate(lambda: d.get_training_exps().env_steps,
                                            FLAGS.duration, FLAGS.warmup))
 
 
@@ -87,9 +87,9 @@ def learner_only() -> float:
             learner.train(batch)
             return batch.env_steps
 
-        return _rate(step, FLAGS.duration, FLAGS.warmup)
+        return rate(step, FLAGS.duration, FLAGS.warmup)
 
-    return _with_driver(measure)
+    return with_driver(measure)
 
 
 def raw_env() -> float:
@@ -102,7 +102,7 @@ def raw_env() -> float:
         env.step(rng.integers(0, 2, b))
         return b
 
-    return _rate(step, FLAGS.duration, min(FLAGS.warmup, 1.0))
+    return rate(step, FLAGS.duration, min(FLAGS.warmup, 1.0))
 
 
 def tf_agents_ppo() -> float:
@@ -144,14 +144,18 @@ def tf_agents_ppo() -> float:
         buffer.clear()
         return unroll * env.batch_size
 
-    return _rate(iteration, FLAGS.duration, FLAGS.warmup)
+    return rate(iteration, FLAGS.duration, FLAGS.warmup)
+
+
+def size_bindings():
+    """Gin bindings of the size flags that were given."""
+    return [f"{_SIZE_FLAGS[k]} = {FLAGS[k].value}" for k in _SIZE_FLAGS
+            if FLAGS[k].value is not None]
 
 
 def main(argv) -> None:
     del argv
-    bindings = [f"{_SIZE_FLAGS[k]} = {FLAGS[k].value}" for k in _SIZE_FLAGS
-                if FLAGS[k].value is not None]
-    gin.parse_config_files_and_bindings(FLAGS.gin_file, FLAGS.gin_param + bindings)
+    gin.parse_config_files_and_bindings(FLAGS.gin_file, FLAGS.gin_param + size_bindings())
     figures = {"end_to_end": end_to_end(), "learner_only": learner_only(),
                "actor_only": actor_only(), "raw_env": raw_env()}
     if FLAGS.tf_agents:
