@@ -22,11 +22,13 @@ from alf_async.threads import (QUEUE_CLOSED, ActorThread, EnvThread, LearnerStar
 def check_sizes(num_envs: int, num_actor_queues: int, unroll_length: int,
                 learn_queue_cap: int, actor_queue_cap: int) -> None:
     """Raises ValueError naming the setting when a size rule is broken."""
-    for name, value in [("num_envs", num_envs), ("num_actor_queues", num_actor_queues),
-                        ("unroll_length", unroll_length), ("learn_queue_cap", learn_queue_cap),
-                        ("actor_queue_cap", actor_queue_cap)]:
-        if not isinstance(value, (int, np.integer)) or value < 1:
-            raise ValueError(f"AsyncOffPolicyDriver.{name} must be an integer >= 1, "
+    for name, value, least in [("num_envs", num_envs, 1),
+                               ("num_actor_queues", num_actor_queues, 0),
+                               ("unroll_length", unroll_length, 1),
+                               ("learn_queue_cap", learn_queue_cap, 1),
+                               ("actor_queue_cap", actor_queue_cap, 1)]:
+        if not isinstance(value, (int, np.integer)) or value < least:
+            raise ValueError(f"AsyncOffPolicyDriver.{name} must be an integer >= {least}, "
                              f"got {value!r}")
     if num_actor_queues * actor_queue_cap > num_envs:
         raise ValueError(
@@ -49,11 +51,15 @@ def _check_env_specs(env, env_id: int, algorithm) -> None:
             f"{algorithm.time_step_spec.observation} and {algorithm.action_spec}")
 
 
-def check_deterministic(num_envs: int, learn_queue_cap: int, seed: Optional[int]) -> None:
+def check_deterministic(num_envs: int, num_actor_queues: int, learn_queue_cap: int,
+                        seed: Optional[int]) -> None:
     """Raises ValueError unless deterministic mode can run with these settings."""
     if seed is None:
         raise ValueError("AsyncOffPolicyDriver.deterministic=True needs a seed "
                          "(train.seed)")
+    if num_actor_queues == 0:
+        raise ValueError("AsyncOffPolicyDriver.deterministic=True needs actor threads "
+                         "(num_actor_queues >= 1)")
     if learn_queue_cap % num_envs:
         raise ValueError(f"AsyncOffPolicyDriver.deterministic=True needs learn_queue_cap "
                          f"divisible by num_envs (every env adds the same number of unrolls "
@@ -79,7 +85,9 @@ class AsyncOffPolicyDriver:
     thread (one batched policy call per group of requests) -> action-return
     queue i -> env thread i; every `unroll_length` steps env thread i puts a
     `[T, B]` unroll on the learn queue, from which `get_training_exps()` takes
-    `learn_queue_cap` unrolls at a time.
+    `learn_queue_cap` unrolls at a time. With `num_actor_queues = 0` each env
+    thread calls the policy itself, inside its compiled unroll (no actor
+    threads, no hand-offs).
 
     Thread-safety: `start()`, `run_async()` and `stop()` are called from
     one thread (the trainer's). `get_training_exps()` is called either by
@@ -113,7 +121,8 @@ class AsyncOffPolicyDriver:
             learner: `Learner` for `run_async()`; its `train_step` stamps the
                 policy version of every step. None: collection only.
             num_envs: E, number of env threads.
-            num_actor_queues: N, number of actor threads.
+            num_actor_queues: N, number of actor threads; 0: every env thread
+                acts itself (cheaper per step; no batching across envs).
             unroll_length: T, steps per unroll.
             learn_queue_cap: Q, unrolls per learn batch (learn queue capacity).
             actor_queue_cap: A, most requests one policy call serves.
@@ -147,7 +156,7 @@ class AsyncOffPolicyDriver:
                              f"got {prefetch_depth!r}")
         self._deterministic = deterministic
         if deterministic:
-            check_deterministic(num_envs, learn_queue_cap, seed)
+            check_deterministic(num_envs, num_actor_queues, learn_queue_cap, seed)
             # Each actor takes all of its envs' requests at once.
             actor_queue_cap = -(-num_envs // num_actor_queues)
             prefetch_depth = 0  # collection must not overlap an update
@@ -196,9 +205,13 @@ class AsyncOffPolicyDriver:
                               range(a, num_envs, num_actor_queues), self._act,
                               **seeding, index=a)
                   for a in range(num_actor_queues)]
-        envs = [EnvThread(f"EnvThread{i}", self._coord, q, env, i,
-                          q.actor_queues[i % num_actor_queues], self._unroll_length,
-                          initial_state, self._restart_factory)
+        def policy(i):  # env i's actor queue, or its own policy call
+            if num_actor_queues:
+                return dict(actor_queue=q.actor_queues[i % num_actor_queues])
+            return dict(act_fn=self._act)
+
+        envs = [EnvThread(f"EnvThread{i}", self._coord, q, env, i, self._unroll_length,
+                          initial_state, self._restart_factory, **policy(i))
                 for i, env in enumerate(self._envs)]
         return [*actors, *envs, LogThread("LogThread", self._coord, q, self.stats)]
 
@@ -364,6 +377,8 @@ class AsyncOffPolicyDriver:
         fractions = {}
         for stage, kind in (("env_busy", EnvThread), ("actor_busy", ActorThread)):
             totals = [t.busy_seconds for t in self._threads if isinstance(t, kind)]
+            if not totals:  # no actor threads: env threads act themselves
+                continue
             before = self._busy_totals.get(stage, [0.0] * len(totals))
             fractions[stage] = float(np.mean(np.subtract(totals, before))) / wall
             self._busy_totals[stage] = totals

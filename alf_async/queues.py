@@ -107,7 +107,7 @@ class TFQueues:
         ]
         self.action_return_queues: List[NestFIFOQueue] = [
             NestFIFOQueue(1, reply_spec, name=f"action_return_queue{i}")
-            for i in range(num_envs)
+            for i in range(num_envs if num_actor_queues else 0)
         ]
         self.learn_queue = NestFIFOQueue(learn_queue_cap, unroll_spec, name="learn_queue")
         # A few records per env so that logging never throttles the envs.

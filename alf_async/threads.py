@@ -17,7 +17,7 @@ import numpy as np
 import tensorflow as tf
 from tf_agents.trajectories import time_step as ts
 
-from alf_async.experience import ActRequest, Experience, LogRecord, Unroll, batched
+from alf_async.experience import ActReply, ActRequest, Experience, LogRecord, Unroll, batched
 from alf_async.metrics import EpisodeStats
 from alf_async.queues import NestFIFOQueue, TFQueues
 
@@ -80,8 +80,9 @@ class EnvThread(DriverThread):
     """Steps one batched env of B sub-envs and produces `[T, B]` unrolls.
 
     For each step it sends the current time step and policy state to its
-    actor queue, waits for the reply on its own action-return queue, records
-    the step and steps the env. Every `unroll_length` steps it enqueues an
+    actor queue, waits for the reply on its own action-return queue (or,
+    given `act_fn`, calls the policy itself), records the step and steps the
+    env. Every `unroll_length` steps it enqueues an
     `Unroll` (with the following time step as bootstrap) to the learn queue
     and a `LogRecord` to the log queue. The policy state it carries is reset
     to the initial state where a time step is FIRST.
@@ -92,26 +93,33 @@ class EnvThread(DriverThread):
     """
 
     def __init__(self, name: str, coord: tf.train.Coordinator, queues: TFQueues, env,
-                 env_id: int, actor_queue: NestFIFOQueue, unroll_length: int,
-                 initial_policy_state, env_factory: Optional[Callable] = None):
+                 env_id: int, unroll_length: int, initial_policy_state,
+                 env_factory: Optional[Callable] = None,
+                 actor_queue: Optional[NestFIFOQueue] = None,
+                 act_fn: Optional[Callable] = None):
         """
         Args:
             env: a batched tf-agents `PyEnvironment` owned by this thread.
             env_id: index of this env; selects its action-return queue.
-            actor_queue: the queue of the actor that serves this env.
             unroll_length: T.
             initial_policy_state: numpy nest, `[B, ...]` leaves.
             env_factory: `env_id -> env`; if given, an env that raises is
                 replaced by a new one (the partial unroll is dropped, the
                 policy state reset) instead of stopping training.
+            actor_queue: the queue of the actor that serves this env; or
+            act_fn: the policy call (as `ActorThread`'s) this thread makes
+                itself, inside its compiled unroll.
         """
         super().__init__(name, coord, queues)
+        if (actor_queue is None) == (act_fn is None):
+            raise ValueError("EnvThread needs exactly one of actor_queue and act_fn")
         self._env = env
         self._env_factory = env_factory
         self.num_restarts = 0
         self._env_id = np.int32(env_id)
         self._actor_queue = actor_queue
-        self._return_queue = queues.action_return_queues[env_id]
+        self._act_fn = act_fn
+        self._return_queue = queues.action_return_queues[env_id] if actor_queue else None
         self._permits = queues.unroll_permits[env_id] if queues.unroll_permits else None
         self._unroll_length = unroll_length
         self._initial_policy_state = initial_policy_state
@@ -174,10 +182,9 @@ class EnvThread(DriverThread):
                 lambda s, s0: tf.where(tf.reshape(first, [-1] + [1] * (s.shape.rank - 1)),
                                        s0, s),
                 policy_state, self._initial_policy_state)
-            self._actor_queue.enqueue(
+            reply = self._request_actions(
                 ActRequest(time_step.observation, time_step.step_type, policy_state,
                            self._env_id))
-            reply = self._return_queue.dequeue()
             steps.append(Experience(time_step, reply.action, reply.log_prob, policy_state,
                                     reply.policy_version))
             policy_state = reply.policy_state
@@ -188,6 +195,16 @@ class EnvThread(DriverThread):
             LogRecord(experience.time_step.reward, experience.time_step.step_type,
                       self._env_id))
         return time_step, policy_state
+
+    def _request_actions(self, request: ActRequest) -> ActReply:
+        """The reply to one request: from the actor thread, or from our own call."""
+        if self._act_fn is None:
+            self._actor_queue.enqueue(request)
+            return self._return_queue.dequeue()
+        # As in ActorThread: read the weights once the observation is here.
+        with tf.control_dependencies(tf.nest.flatten(request)):
+            replies = self._act_fn(tf.nest.map_structure(lambda x: x[None], request), None)
+        return tf.nest.map_structure(lambda x: x[0], replies)
 
     def _env_step(self, action):
         specs = tf.nest.flatten(self._time_step_spec)
