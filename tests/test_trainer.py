@@ -132,7 +132,7 @@ def test_cli_trains_cartpole_to_475(tmp_path, config):
 def test_memory_task_is_solved_by_the_recurrent_config_only(tmp_path):
     """CartPole without velocities: LSTM PPO reaches 475; feed-forward PPO stays far below."""
     rnn = _cli("--gin_file=gin_configs/ppo_rnn_async.gin", f"--root_dir={tmp_path / 'rnn'}",
-               "--gin_param=train.stop_at_return=475", "--gin_param=train.num_env_steps=2000000",
+               "--gin_param=train.stop_at_return=475", "--gin_param=train.num_env_steps=3000000",
                "--gin_param=train.seed=1")
     assert rnn.returncode == 0, rnn.stderr[-3000:]
     assert "Average return reached 475.0" in rnn.stderr
