@@ -124,6 +124,9 @@ class EnvThread(DriverThread):
         self._unroll_length = unroll_length
         self._initial_policy_state = initial_policy_state
         self._time_step_spec = batched(env.time_step_spec(), env.batch_size)
+        self._time_step_dtypes = [s.dtype.as_numpy_dtype
+                                  for s in tf.nest.flatten(self._time_step_spec)]
+        self._action_spec = env.action_spec()
         self._carry = None  # (time step, policy state) between unrolls
         self._env_error = None
         self._unroll = tf.function(self._unroll_fn)
@@ -208,24 +211,28 @@ class EnvThread(DriverThread):
 
     def _env_step(self, action):
         specs = tf.nest.flatten(self._time_step_spec)
-
-        def step(*flat_action):
-            start = time.perf_counter()
-            try:
-                time_step = self._env.step(tf.nest.pack_sequence_as(
-                    self._env.action_spec(), list(flat_action)))
-            except Exception as error:
-                self._env_error = error
-                raise
-            self.busy_seconds += time.perf_counter() - start
-            return [np.asarray(x, s.dtype.as_numpy_dtype)
-                    for x, s in zip(tf.nest.flatten(time_step), specs)]
-
-        flat = tf.numpy_function(step, tf.nest.flatten(action), [s.dtype for s in specs],
-                                 stateful=True)
+        flat = tf.numpy_function(self._step_env, tf.nest.flatten(action),
+                                 [s.dtype for s in specs], stateful=True)
         for tensor, spec in zip(flat, specs):
             tensor.set_shape(spec.shape)
         return tf.nest.pack_sequence_as(self._time_step_spec, flat)
+
+    def _step_env(self, *flat_action):
+        """Steps the env (called by TF with numpy arrays): the flat time step.
+
+        A method rather than a closure in `_env_step`, so that autograph does
+        not convert it (converted calls would cost more than the step itself).
+        """
+        start = time.perf_counter()
+        try:
+            time_step = self._env.step(
+                tf.nest.pack_sequence_as(self._action_spec, list(flat_action)))
+        except Exception as error:
+            self._env_error = error
+            raise
+        self.busy_seconds += time.perf_counter() - start
+        return [np.asarray(x, dtype) for x, dtype in zip(tf.nest.flatten(time_step),
+                                                         self._time_step_dtypes)]
 
 
 class ActorThread(DriverThread):
