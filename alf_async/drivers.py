@@ -11,7 +11,7 @@ import numpy as np
 import tensorflow as tf
 from tf_agents.specs import tensor_spec
 
-from alf_async.experience import ActReply, LearnBatch, make_specs
+from alf_async.experience import ActReply, ActRequest, LearnBatch, make_specs
 from alf_async.metrics import EpisodeStats, StageClock
 from alf_async.queues import TFQueues
 from alf_async.replay import UnrollReplay
@@ -208,7 +208,7 @@ class AsyncOffPolicyDriver:
         def policy(i):  # env i's actor queue, or its own policy call
             if num_actor_queues:
                 return dict(actor_queue=q.actor_queues[i % num_actor_queues])
-            return dict(act_fn=self._act)
+            return dict(act_fn=self._act_in_env_thread)
 
         envs = [EnvThread(f"EnvThread{i}", self._coord, q, env, i, self._unroll_length,
                           initial_state, self._restart_factory, **policy(i))
@@ -216,19 +216,29 @@ class AsyncOffPolicyDriver:
         return [*actors, *envs, LogThread("LogThread", self._coord, q, self.stats)]
 
     def _act(self, requests, seed=None) -> ActReply:
-        """One policy call for `[n, B, ...]` requests -> `[n, B, ...]` replies.
+        """One policy call for an actor's `[n, B, ...]` requests -> `[n, B, ...]` replies.
 
         `seed`: `[2]` int32 seed of a stateless sampling (None: stateful).
         """
-        outer = tf.shape(requests.env_id)[0]
-        merge = lambda x: tf.reshape(x, tf.concat([[-1], tf.shape(x)[2:]], 0))
-        split = lambda x: tf.reshape(x, tf.concat([[outer, -1], tf.shape(x)[1:]], 0))
+        outer = tf.shape(requests.env_id)[:1]
+        # Inner dims are static: each reshape is one op with a constant shape.
+        merge = lambda x: tf.reshape(x, [-1, *x.shape[2:]])
+        split = lambda x: tf.reshape(x, tf.concat([outer, [self._batch_size], x.shape[1:]], 0))
         inputs = tf.nest.map_structure(merge, (requests.observation, requests.step_type,
                                                requests.policy_state))
+        return tf.nest.map_structure(split, self._reply(*inputs, seed=seed))
+
+    def _act_in_env_thread(self, request: ActRequest) -> ActReply:
+        """The policy call an env thread makes itself (N = 0): `[B, ...]` leaves."""
+        return self._reply(request.observation, request.step_type, request.policy_state)
+
+    def _reply(self, observation, step_type, policy_state, seed=None) -> ActReply:
+        """The algorithm's actions for `[M, ...]` rows, as an `ActReply`."""
         seeded = {} if seed is None else dict(seed=seed)
-        action, state, log_prob = self._algorithm.act(*inputs, **seeded)
+        action, state, log_prob = self._algorithm.act(observation, step_type, policy_state,
+                                                      **seeded)
         version = tf.fill(tf.shape(log_prob), tf.cast(self._version, tf.int64))
-        return tf.nest.map_structure(split, ActReply(action, state, log_prob, version))
+        return ActReply(action, state, log_prob, version)
 
     @property
     def batch_size(self) -> int:

@@ -107,8 +107,8 @@ class EnvThread(DriverThread):
                 replaced by a new one (the partial unroll is dropped, the
                 policy state reset) instead of stopping training.
             actor_queue: the queue of the actor that serves this env; or
-            act_fn: the policy call (as `ActorThread`'s) this thread makes
-                itself, inside its compiled unroll.
+            act_fn: `ActRequest -> ActReply` (`[B, ...]` leaves), the policy
+                call this thread makes itself, inside its compiled unroll.
         """
         super().__init__(name, coord, queues)
         if (actor_queue is None) == (act_fn is None):
@@ -206,8 +206,7 @@ class EnvThread(DriverThread):
             return self._return_queue.dequeue()
         # As in ActorThread: read the weights once the observation is here.
         with tf.control_dependencies(tf.nest.flatten(request)):
-            replies = self._act_fn(tf.nest.map_structure(lambda x: x[None], request), None)
-        return tf.nest.map_structure(lambda x: x[0], replies)
+            return self._act_fn(request)
 
     def _env_step(self, action):
         specs = tf.nest.flatten(self._time_step_spec)
@@ -241,12 +240,15 @@ class ActorThread(DriverThread):
     Each step takes every waiting request, up to the queue's capacity (at
     least one, blocking for it), runs ONE policy call on all their
     `[n * B, ...]` observations and sends each env its `[B, ...]` share of
-    the reply. The whole step, routing included, is one compiled call.
+    the reply. Every step, routing included, is compiled, and one call from
+    Python runs `SERVES_PER_CALL` steps.
 
     Seeded (deterministic mode), each step instead waits for one request
     from every env it serves, orders them by env id and samples with the
     stateless seed `(seed, index + stride * call)`.
     """
+
+    SERVES_PER_CALL = 8  # blocking in a call is fine: a stop closes the queues
 
     def __init__(self, name: str, coord: tf.train.Coordinator, queues: TFQueues,
                  actor_queue: NestFIFOQueue, env_ids: Sequence[int], act_fn: Callable,
@@ -288,6 +290,12 @@ class ActorThread(DriverThread):
         self._serve()
 
     def _serve_requests(self) -> None:
+        # Calling a tf.function from Python costs as much as one serve: make
+        # each call serve several times (actor-only 220k -> 300k frames/s).
+        for _ in tf.range(self.SERVES_PER_CALL):
+            self._serve_once()
+
+    def _serve_once(self) -> None:
         if self._seed is None:
             # Only this thread dequeues, so `size()` requests are surely there.
             n = tf.clip_by_value(self._actor_queue.size(), 1, self._actor_queue.capacity)

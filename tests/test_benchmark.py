@@ -3,13 +3,15 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def test_benchmark_smoke_run_reports_every_figure(tmp_path):
     out = tmp_path / "bench.json"
     result = subprocess.run(
-        [sys.executable, "tools/benchmark.py", "--duration=1", "--warmup=0.5",
+        [sys.executable, "tools/benchmark.py", "--duration=1", "--warmup=0.5", "--repeats=2",
          "--num_parallel_environments=8", "--unroll_length=8", f"--out={out}"],
         cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -20,3 +22,10 @@ def test_benchmark_smoke_run_reports_every_figure(tmp_path):
     assert set(report["ratios"]) == {"end_to_end/learner_only", "actor_only/raw_env",
                                      "end_to_end/tf_agents"}
     assert "end_to_end/tf_agents" in result.stdout
+    # Each figure is the median (here: the mean) of its two rounds.
+    rounds = report["rounds"]
+    assert len(rounds) == 2
+    for name, value in figures.items():
+        assert value == pytest.approx((rounds[0][name] + rounds[1][name]) / 2), name
+    ratio = [r["actor_only"] / r["raw_env"] for r in rounds]
+    assert report["ratios"]["actor_only/raw_env"] == pytest.approx(sum(ratio) / 2)

@@ -36,3 +36,40 @@ def test_stage_clock_reports_per_iteration_times_busy_share_and_gauges():
     assert (out["learn_queue_depth_mean"], out["learn_queue_depth_min"],
             out["learn_queue_depth_max"]) == (2, 0, 4)
     assert clock.read_and_reset() == {"busy": 0.0}
+
+
+def _episodes_step_by_step(rewards, step_types):
+    """Reference: (return, length) of each finished episode, walking every step."""
+    returns, lengths, finished = {}, {}, []
+    for reward, step_type in zip(rewards, step_types):
+        for t in range(len(reward)):
+            for b in range(reward.shape[1]):
+                if step_type[t, b] != F:
+                    returns[b] = returns.get(b, 0.0) + reward[t, b]
+                    lengths[b] = lengths.get(b, 0) + 1
+                if step_type[t, b] == L:
+                    finished.append((returns.pop(b, 0.0), lengths.pop(b, 0)))
+    return finished
+
+
+def test_episode_stats_match_a_step_by_step_count_on_random_episodes():
+    rng = np.random.default_rng(0)
+    b, t, num_unrolls = 5, 7, 12
+    # Episodes of random lengths (1..9 steps after FIRST), laid end to end per sub-env.
+    columns = []
+    for _ in range(b):
+        types = []
+        while len(types) < t * num_unrolls:
+            types += [F] + [M] * int(rng.integers(0, 9)) + [L]
+        columns.append(types[:t * num_unrolls])
+    step_types = np.array(columns, np.int32).T.reshape(num_unrolls, t, b)
+    rewards = rng.integers(0, 5, step_types.shape).astype(np.float32)
+    expected = np.array(_episodes_step_by_step(rewards, step_types))
+    everything = EpisodeStats(num_envs=1, batch_size=b, window=1000)
+    recent = EpisodeStats(num_envs=1, batch_size=b, window=3)
+    for reward, step_type in zip(rewards, step_types):
+        everything.update(reward, step_type, env_id=0)
+        recent.update(reward, step_type, env_id=0)
+    assert everything.num_episodes == recent.num_episodes == len(expected) > 20
+    assert everything.averages() == tuple(np.mean(expected, axis=0))
+    assert recent.averages() == tuple(np.mean(expected[-3:], axis=0))  # in order

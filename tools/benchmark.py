@@ -7,10 +7,11 @@ Measures, in one run on one machine, env frames per second of:
   4. raw_env:      the batched env stepped with random actions, no TF;
   5. tf_agents:    PPOClipAgent + DynamicStepDriver, same env count,
                    unroll length, networks and epochs.
-and prints the ratios 1/5, 1/2 and 3/4 (absolute figures are noisy on
-shared machines; ratios taken in one run are not).
+and prints the ratios 1/5, 1/2 and 3/4. Absolute figures are noisy on
+shared machines (+-15 % here); ratios taken in one run are steadier, and
+--repeats=N interleaves N rounds and reports the medians.
 
-    python tools/benchmark.py --duration=20 --out=bench.json
+    python tools/benchmark.py --duration=10 --repeats=3 --out=bench.json
 """
 
 import json
@@ -34,6 +35,9 @@ flags.DEFINE_integer("actor_queue_cap", None, "A.")
 flags.DEFINE_integer("num_actor_queues", None, "N.")
 flags.DEFINE_float("duration", 15.0, "Seconds measured per figure.")
 flags.DEFINE_float("warmup", 5.0, "Seconds of warm-up before each measurement.")
+flags.DEFINE_integer("repeats", 1, "Rounds of all measurements; each figure and ratio is "
+                     "the median over the rounds (interleaved, so a machine that slows "
+                     "down for a while slows every figure alike).")
 flags.DEFINE_boolean("tf_agents", True, "Also measure tf-agents' synchronous PPO.")
 flags.DEFINE_string("out", None, "Write the figures as JSON here.")
 FLAGS = flags.FLAGS
@@ -153,25 +157,44 @@ def size_bindings():
             if FLAGS[k].value is not None]
 
 
+def measure_round() -> dict:
+    """Every figure once, in the order of the module docstring."""
+    fns = {"end_to_end": end_to_end, "learner_only": learner_only,
+           "actor_only": actor_only, "raw_env": raw_env}
+    if FLAGS.tf_agents:
+        fns["tf_agents"] = tf_agents_ppo
+    return {name: fn() for name, fn in fns.items()}
+
+
+def ratios_of(figures: dict) -> dict:
+    ratios = {"end_to_end/learner_only": figures["end_to_end"] / figures["learner_only"],
+              "actor_only/raw_env": figures["actor_only"] / figures["raw_env"]}
+    if "tf_agents" in figures:
+        ratios["end_to_end/tf_agents"] = figures["end_to_end"] / figures["tf_agents"]
+    return ratios
+
+
+def medians(rounds) -> dict:
+    return {key: float(np.median([r[key] for r in rounds])) for key in rounds[0]}
+
+
 def main(argv) -> None:
     del argv
     gin.parse_config_files_and_bindings(FLAGS.gin_file, FLAGS.gin_param + size_bindings())
-    figures = {"end_to_end": end_to_end(), "learner_only": learner_only(),
-               "actor_only": actor_only(), "raw_env": raw_env()}
-    if FLAGS.tf_agents:
-        figures["tf_agents"] = tf_agents_ppo()
-    ratios = {"end_to_end/learner_only": figures["end_to_end"] / figures["learner_only"],
-              "actor_only/raw_env": figures["actor_only"] / figures["raw_env"]}
-    if FLAGS.tf_agents:
-        ratios["end_to_end/tf_agents"] = figures["end_to_end"] / figures["tf_agents"]
-    print(f"{'measurement':<28}{'frames/s':>14}")
+    rounds = [measure_round() for _ in range(FLAGS.repeats)]
+    figures = medians(rounds)
+    ratios = medians([ratios_of(r) for r in rounds])
+    spread = lambda key: (f"{min(r[key] for r in rounds):>14,.0f}"
+                          f"{max(r[key] for r in rounds):>14,.0f}")
+    print(f"{'measurement':<28}{'frames/s':>14}" + (f"{'min':>14}{'max':>14}"
+                                                     if FLAGS.repeats > 1 else ""))
     for name, value in figures.items():
-        print(f"{name:<28}{value:>14,.0f}")
+        print(f"{name:<28}{value:>14,.0f}" + (spread(name) if FLAGS.repeats > 1 else ""))
     for name, value in ratios.items():
         print(f"{name:<28}{value:>14.2f}")
     if FLAGS.out:
         with open(FLAGS.out, "w") as f:
-            json.dump({"frames_per_sec": figures, "ratios": ratios,
+            json.dump({"frames_per_sec": figures, "ratios": ratios, "rounds": rounds,
                        "bindings": gin.config_str()}, f, indent=2)
 
 
