@@ -1,7 +1,6 @@
 """`AsyncOffPolicyDriver`: the env, actor and log threads and their queues."""
 
 import logging
-import sys
 import threading
 import time
 from typing import Callable, Optional
@@ -11,12 +10,12 @@ import numpy as np
 import tensorflow as tf
 from tf_agents.specs import tensor_spec
 
+from alf_async.errors import QUEUE_CLOSED, LearnerStarvedError, ThreadError, stop_with_error
 from alf_async.experience import ActReply, ActRequest, LearnBatch, make_specs
-from alf_async.metrics import EpisodeStats, StageClock
+from alf_async.metrics import EpisodeStats
 from alf_async.queues import TFQueues
 from alf_async.replay import UnrollReplay
-from alf_async.threads import (QUEUE_CLOSED, ActorThread, EnvThread, LearnerStarvedError,
-                               LogThread, PrefetchThread, ThreadError)
+from alf_async.threads import ActorThread, DriverThread, EnvThread, LogThread
 
 
 def check_sizes(num_envs: int, num_actor_queues: int, unroll_length: int,
@@ -89,14 +88,17 @@ class AsyncOffPolicyDriver:
     thread calls the policy itself, inside its compiled unroll (no actor
     threads, no hand-offs).
 
+    Every reply is stamped with `policy_version`, the number of learner
+    updates completed when the policy read its weights.
+
     Thread-safety: `start()`, `run_async()` and `stop()` are called from
     one thread (the trainer's). `get_training_exps()` is called either by
-    that thread or, once `run_async()` prefetches, by the prefetch thread
+    that thread or, once the learner loop prefetches, by the prefetch thread
     alone.
     """
 
     def __init__(self, env_factory: Callable[[int], object], algorithm,
-                 learner=None,
+                 policy_version: Optional[tf.Variable] = None,
                  num_envs: int = 4,
                  num_actor_queues: int = 1,
                  unroll_length: int = 32,
@@ -106,7 +108,6 @@ class AsyncOffPolicyDriver:
                  learner_queue_timeout: float = 300.0,
                  max_policy_lag: Optional[int] = None,
                  restart_failed_envs: bool = False,
-                 prefetch_depth: int = 1,
                  replay_proportion: float = 0.0,
                  replay_buffer_num_slots: int = 0,
                  deterministic: bool = False,
@@ -118,8 +119,8 @@ class AsyncOffPolicyDriver:
                 envs must share B and the algorithm's specs.
             algorithm: provides `act(time_step, policy_state)`,
                 `time_step_spec`, `action_spec`, `policy_state_spec`.
-            learner: `Learner` for `run_async()`; its `train_step` stamps the
-                policy version of every step. None: collection only.
+            policy_version: int64 scalar variable, the learner's update count
+                (`Learner.train_step`), stamped on every step. None: always 0.
             num_envs: E, number of env threads.
             num_actor_queues: N, number of actor threads; 0: every env thread
                 acts itself (cheaper per step; no batching across envs).
@@ -134,9 +135,6 @@ class AsyncOffPolicyDriver:
                 `dropped_unrolls`) and replaced by fresher ones. None: keep all.
             restart_failed_envs: replace an env that raises by a new one from
                 `env_factory` (counted in `env_restarts`) instead of stopping.
-            prefetch_depth: learn batches `run_async()` dequeues and places
-                on the learner's devices ahead of the update that uses them
-                (0: fetch each batch when it is needed).
             replay_proportion: p; each learn batch of Q new unrolls gets
                 `p * Q` unrolls replayed from recent ones appended (p:1).
             replay_buffer_num_slots: unrolls kept for replay.
@@ -145,28 +143,23 @@ class AsyncOffPolicyDriver:
                 fixed policy lag of 0); each actor serves all of its envs
                 at once in env order with seeded sampling; a learn batch
                 holds `Q / E` unrolls of every env, in env order. Needs
-                `seed`, and Q divisible by E; does not prefetch.
+                `seed`, and Q divisible by E.
             seed: seeds sampling (actions in deterministic mode, replay).
             stop_grace_period_secs: how long `stop()` waits for threads.
         """
         check_sizes(num_envs, num_actor_queues, unroll_length, learn_queue_cap,
                     actor_queue_cap)
-        if not isinstance(prefetch_depth, (int, np.integer)) or prefetch_depth < 0:
-            raise ValueError(f"AsyncOffPolicyDriver.prefetch_depth must be an integer >= 0, "
-                             f"got {prefetch_depth!r}")
         self._deterministic = deterministic
         if deterministic:
             check_deterministic(num_envs, num_actor_queues, learn_queue_cap, seed)
             # Each actor takes all of its envs' requests at once.
             actor_queue_cap = -(-num_envs // num_actor_queues)
-            prefetch_depth = 0  # collection must not overlap an update
-        self._prefetch_depth = prefetch_depth
-        self._prefetcher = None  # started by the first run_async()
+        self._learner_loop = None  # attached by a LearnerLoop
+        self._helpers = []  # threads started for others (the prefetch thread)
         self._num_replayed = _num_replayed(replay_proportion, learn_queue_cap)
         self._replay = (UnrollReplay(replay_buffer_num_slots, seed)
                         if self._num_replayed else None)
         self._algorithm = algorithm
-        self._learner = learner
         self._unroll_length = unroll_length
         self._learn_queue_cap = learn_queue_cap
         self._grace = stop_grace_period_secs
@@ -186,10 +179,10 @@ class AsyncOffPolicyDriver:
             *make_specs(algorithm.time_step_spec, algorithm.action_spec,
                         algorithm.policy_state_spec, self._batch_size, unroll_length),
             permits_per_env=learn_queue_cap // num_envs if deterministic else 0)
-        self._version = learner.train_step if learner else tf.constant(0, tf.int64)
+        self._version = (policy_version if policy_version is not None else
+                         tf.Variable(0, dtype=tf.int64, trainable=False))
         self._coord = tf.train.Coordinator()
         self.stats = EpisodeStats(num_envs, self._batch_size, episode_window)
-        self.clock = StageClock()
         self._threads = self._make_threads(num_envs, num_actor_queues, seed)
         self._started = self._stopped = self._error_raised = False
         self._busy_since, self._busy_totals = time.perf_counter(), {}
@@ -233,12 +226,35 @@ class AsyncOffPolicyDriver:
         return self._reply(request.observation, request.step_type, request.policy_state)
 
     def _reply(self, observation, step_type, policy_state, seed=None) -> ActReply:
-        """The algorithm's actions for `[M, ...]` rows, as an `ActReply`."""
+        """The algorithm's actions for `[M, ...]` rows, as an `ActReply`.
+
+        The stamp is the policy version read before the policy call; the
+        version is read again after it, and the call is repeated in the rare
+        case that a learner update completed in between (a sequence lock).
+        So the stamp is the number of updates completed while the weights
+        were read, and consecutive stamps of one env never decrease: each
+        call depends on the previous step's reply through the env.
+        """
         seeded = {} if seed is None else dict(seed=seed)
-        action, state, log_prob = self._algorithm.act(observation, step_type, policy_state,
-                                                      **seeded)
-        version = tf.fill(tf.shape(log_prob), tf.cast(self._version, tf.int64))
-        return ActReply(action, state, log_prob, version)
+
+        def attempt(unused_done, *unused_reply):
+            version = self._version.read_value()
+            with tf.control_dependencies([version]):
+                action, state, log_prob = self._algorithm.act(
+                    observation, step_type, policy_state, **seeded)
+            with tf.control_dependencies(tf.nest.flatten((action, state, log_prob))):
+                done = tf.equal(self._version.read_value(), version)
+            return done, ActReply(action, state, log_prob,
+                                  tf.fill(tf.shape(step_type), version))
+
+        rows = tf.shape(step_type)[:1]
+        empty = ActReply(
+            tf.nest.map_structure(lambda s: tf.zeros(tf.concat([rows, s.shape], 0), s.dtype),
+                                  self._algorithm.action_spec),
+            policy_state, tf.zeros(rows, tf.float32), tf.zeros(rows, tf.int64))
+        _, reply = tf.while_loop(lambda done, *_: tf.logical_not(done), attempt,
+                                 (tf.constant(False), empty))
+        return reply
 
     @property
     def batch_size(self) -> int:
@@ -307,21 +323,30 @@ class AsyncOffPolicyDriver:
         Raises:
             ThreadError: a thread failed (names the thread).
             LearnerStarvedError: no batch within `learner_queue_timeout`.
-            RuntimeError: the driver was stopped.
+            RuntimeError: the driver was stopped (also when unrolls are still
+                queued: nothing is returned after `stop()`).
         """
         try:
-            return self._next_batch()
+            return self.next_learn_batch()
         except (ThreadError, LearnerStarvedError, RuntimeError):
             self._error_raised = True  # stop() need not raise it again
             raise
 
-    def _next_batch(self) -> LearnBatch:
+    def next_learn_batch(self, updates_ahead: int = 0) -> LearnBatch:
+        """`get_training_exps()` for a helper thread, e.g. the learner loop's prefetch.
+
+        Its errors are still re-raised by `stop()`. `updates_ahead`: how many
+        learner updates later the batch will be trained on; `max_policy_lag`
+        counts the lag at that update.
+        """
+        if self._stopped:
+            raise RuntimeError("AsyncOffPolicyDriver was stopped")
         if self._deterministic:
             unrolls = self._collect_in_env_order()
         else:
             unrolls = self._dequeue(self._learn_queue_cap)
         if self._max_policy_lag is not None:
-            unrolls = self._drop_stale(unrolls)
+            unrolls = self._drop_stale(unrolls, updates_ahead)
         if self._replay is not None:
             self._replay.add(unrolls)
             unrolls = tf.nest.map_structure(lambda a, b: tf.concat([a, b], 0), unrolls,
@@ -351,16 +376,15 @@ class AsyncOffPolicyDriver:
         finally:
             watchdog.cancel()
 
-    def _drop_stale(self, unrolls):
+    def _drop_stale(self, unrolls, updates_ahead: int):
         """Replaces unrolls older than `max_policy_lag` updates by fresh ones.
 
-        A prefetched batch is trained on up to `prefetch_depth` updates after
-        it is fetched; the lag is counted at that (latest) update.
+        The lag is counted at the update `updates_ahead` from now, when the
+        batch will be trained on.
         """
-        ahead = self._prefetch_depth if self._prefetcher is not None else 0
         while True:
             oldest = tf.reduce_min(unrolls.experience.policy_version, axis=[1, 2])
-            now = tf.cast(self._version, tf.int64) + ahead
+            now = self._version.read_value() + updates_ahead
             fresh = now - oldest <= self._max_policy_lag
             stale = int(tf.reduce_sum(tf.cast(~fresh, tf.int32)))
             if not stale:
@@ -407,55 +431,43 @@ class AsyncOffPolicyDriver:
                 f"{self.learn_queue_size()}/{self._learn_queue_cap}")
 
     def _starved(self) -> None:
-        try:
-            raise LearnerStarvedError(
-                f"No learn batch within learner_queue_timeout={self._timeout}s: "
-                f"{self.diagnose()}")
-        except LearnerStarvedError:
-            self._coord.request_stop(sys.exc_info())
-        self._queues.close_all()
+        stop_with_error(self._coord, self._queues.close_all, LearnerStarvedError(
+            f"No learn batch within learner_queue_timeout={self._timeout}s: "
+            f"{self.diagnose()}"))
+
+    def attach(self, learner_loop) -> None:
+        """Makes `run_async()` run `learner_loop.step()` (`LearnerLoop` calls this)."""
+        self._learner_loop = learner_loop
 
     def run_async(self) -> int:
-        """Trains the learner on one learn batch; returns its env steps.
+        """Trains the attached learner on one learn batch; returns its env steps.
 
-        With `prefetch_depth > 0` the batch was dequeued and placed on the
-        learner's devices by the prefetch thread during the previous update.
-        Times the wait for the batch (`dequeue_wait`), its placement on the
-        devices (`load`, overlapped when prefetching) and the update
-        (`grad`) in `self.clock`, and samples the learn-queue depth.
+        ALF's name for `LearnerLoop.step()`: see there.
 
         Raises:
             ThreadError, LearnerStarvedError, RuntimeError: as
                 `get_training_exps()`.
         """
-        self.clock.observe("learn_queue_depth", self.learn_queue_size())
-        start = time.perf_counter()
-        if self._prefetch_depth:
-            placed = self._next_prefetched()
-            self.clock.add("dequeue_wait", time.perf_counter() - start)
-        else:
-            batch = self.get_training_exps()
-            fetched = time.perf_counter()
-            self.clock.add("dequeue_wait", fetched - start)
-            placed = self._learner.place(batch)
-            self.clock.add("load", time.perf_counter() - fetched)
-        self._learner.update(placed, self.clock)
-        self.clock.tick()
-        return placed.env_steps
+        if self._learner_loop is None:
+            raise RuntimeError("run_async() needs a LearnerLoop attached to the driver")
+        return self._learner_loop.step()
 
-    def _next_prefetched(self):
-        if self._prefetcher is None:
-            self._prefetcher = PrefetchThread(
-                "PrefetchThread", self._coord, self._queues, self._next_batch,
-                self._learner.place, self._prefetch_depth,
-                lambda seconds: self.clock.add("load", seconds))
-            self._prefetcher.start()
-        placed = self._prefetcher.get()
-        if placed is None:
-            self._error_raised = True
-            self._coord.raise_requested_exception()
-            raise RuntimeError("AsyncOffPolicyDriver was stopped")
-        return placed
+    def start_helper_thread(self, make: Callable) -> DriverThread:
+        """Starts `make(coordinator, close_queues)`, a thread that `stop()` joins.
+
+        For threads of others that take learn batches (the learner loop's
+        prefetch thread): they stop, fail and are joined like the driver's.
+        """
+        thread = make(self._coord, self._queues.close_all)
+        self._helpers.append(thread)
+        thread.start()
+        return thread
+
+    def raise_stopped(self) -> None:
+        """Raises the first thread error, or RuntimeError: the driver was stopped."""
+        self._error_raised = True
+        self._coord.raise_requested_exception()
+        raise RuntimeError("AsyncOffPolicyDriver was stopped")
 
     def stop(self) -> None:
         """Stops and joins every thread, then closes the envs.
@@ -471,8 +483,8 @@ class AsyncOffPolicyDriver:
         self._queues.close_all()
         try:
             if self._started:
-                threads = self._threads + [self._prefetcher] * bool(self._prefetcher)
-                self._coord.join(threads, stop_grace_period_secs=self._grace)
+                self._coord.join(self._threads + self._helpers,
+                                 stop_grace_period_secs=self._grace)
         except Exception:
             if not self._error_raised:
                 raise

@@ -8,6 +8,7 @@ import gin
 import tensorflow as tf
 from absl import logging
 
+from alf_async import layout
 from alf_async.experience import LearnBatch
 from alf_async.metrics import StageClock
 from alf_async.schedules import Schedule, schedule_value
@@ -45,17 +46,21 @@ def make_optimizer(name: str, learning_rate: float, epsilon: float, decay: float
 class Learner(tf.Module):
     """Trains an algorithm on `[Q, T, B]` learn batches.
 
-    One `train()` call is one compiled update: the algorithm turns the batch
-    into samples (advantages with the current weights), then `num_epochs`
-    passes of `num_minibatches` shuffled minibatches each take one optimizer
-    step with global-norm clipped gradients. A minibatch's gradient may be
-    accumulated over `num_microbatches` pieces (less memory, same update).
+    An update is `place()` (copy the batch onto the replicas' devices) then
+    `update()`, one compiled call: the algorithm turns the batch into samples
+    (advantages with the current weights), then `num_epochs` passes of
+    `num_minibatches` shuffled minibatches each take one optimizer step with
+    global-norm clipped gradients. A minibatch's gradient may be accumulated
+    over `num_microbatches` pieces (less memory, same update). `train()` does
+    both; `LearnerLoop` calls them apart, to place the next batch while this
+    one trains. `train_step` counts updates: it is the policy version.
 
     The algorithm's variables (and so the optimizer) must have been created
     under `strategy.scope()`.
 
-    Thread-safety: `train()` is called from one thread (the driver's caller);
-    actor threads may read the variables while it runs.
+    Thread-safety: `update()` is called from one thread (the trainer's);
+    `place()` may run in the prefetch thread meanwhile, and actors read the
+    variables while it runs.
     """
 
     def __init__(self, algorithm, strategy: Optional[tf.distribute.Strategy] = None,
@@ -222,13 +227,8 @@ class Learner(tf.Module):
                 return batch.experience, batch.bootstrap
             with tf.device(device):
                 return tf.nest.map_structure(tf.identity, (batch.experience, batch.bootstrap))
-        def wide(x):  # [Q, T, B, ...] -> [1, T, Q * B, ...]
-            x = tf.experimental.numpy.swapaxes(x, 0, 1)
-            return tf.reshape(x, tf.concat([[1, tf.shape(x)[0], -1], tf.shape(x)[3:]], 0))
-
-        experience = tf.nest.map_structure(wide, batch.experience)
-        bootstrap = tf.nest.map_structure(  # [Q, B, ...] -> [1, Q * B, ...]
-            lambda x: tf.reshape(x, tf.concat([[1, -1], tf.shape(x)[2:]], 0)), batch.bootstrap)
+        experience = tf.nest.map_structure(layout.one_wide_unroll, batch.experience)
+        bootstrap = tf.nest.map_structure(layout.one_wide_step, batch.bootstrap)
         width = batch.env_ids.shape[0] * batch.bootstrap.step_type.shape[1] // replicas
 
         def shard(ctx):

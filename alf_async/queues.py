@@ -49,10 +49,6 @@ class NestFIFOQueue:
     def capacity(self) -> int:
         return self._capacity
 
-    @property
-    def spec(self) -> Nest:
-        return self._spec
-
     def enqueue(self, element: Nest) -> None:
         """Adds one element, blocking while the queue is full."""
         self._queue.enqueue(tf.nest.flatten(element))

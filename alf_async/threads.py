@@ -1,39 +1,33 @@
 """The driver's threads: env threads, actor threads and the log thread.
 
 Each runs its loop until the coordinator asks to stop. A thread that fails
-records a `ThreadError` naming itself in the coordinator and closes every
-queue, so that no other thread stays blocked; `AsyncOffPolicyDriver.stop()`
-then re-raises that error.
+stops the coordinator with a `ThreadError` naming itself and closes every
+queue (`alf_async.errors.stop_with_error`), so that no other thread stays
+blocked; `AsyncOffPolicyDriver.stop()` then re-raises that error.
 """
 
 import logging
-import queue
-import sys
 import threading
 import time
-from typing import Callable, Optional, Sequence
+from typing import Callable, List, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
 from tf_agents.trajectories import time_step as ts
 
+from alf_async.errors import QUEUE_CLOSED, ThreadError, stop_with_error
 from alf_async.experience import ActReply, ActRequest, Experience, LogRecord, Unroll, batched
 from alf_async.metrics import EpisodeStats
 from alf_async.queues import NestFIFOQueue, TFQueues
 
-QUEUE_CLOSED = (tf.errors.OutOfRangeError, tf.errors.CancelledError)
-
-
-class ThreadError(RuntimeError):
-    """An exception raised inside one of the driver's threads."""
-
-
-class LearnerStarvedError(RuntimeError):
-    """No learn batch arrived within `learner_queue_timeout`."""
-
 
 def _to_numpy(nest):
     return tf.nest.map_structure(lambda t: t.numpy(), nest)
+
+
+def live_driver_threads() -> List[threading.Thread]:
+    """Every `DriverThread` still running in this process (leak checks use it)."""
+    return [t for t in threading.enumerate() if isinstance(t, DriverThread)]
 
 
 class DriverThread(threading.Thread):
@@ -43,10 +37,17 @@ class DriverThread(threading.Thread):
     exception stops the coordinator with a `ThreadError` naming the thread.
     """
 
-    def __init__(self, name: str, coord: tf.train.Coordinator, queues: TFQueues):
+    def __init__(self, name: str, coord: tf.train.Coordinator,
+                 close_queues: Callable[[], None]):
+        """
+        Args:
+            name: the thread's name, used in its errors.
+            coord: the coordinator of all of the driver's threads.
+            close_queues: wakes every thread blocked on a queue (on failure).
+        """
         super().__init__(name=name, daemon=True)
         self._coord = coord
-        self._queues = queues
+        self._close_queues = close_queues
 
     def run(self) -> None:
         try:
@@ -69,11 +70,9 @@ class DriverThread(threading.Thread):
         """
 
     def _fail(self, error: Exception) -> None:
-        try:
-            raise ThreadError(f"{self.name} failed: {type(error).__name__}: {error}") from error
-        except ThreadError:
-            self._coord.request_stop(sys.exc_info())
-        self._queues.close_all()
+        failure = ThreadError(f"{self.name} failed: {type(error).__name__}: {error}")
+        failure.__cause__ = error
+        stop_with_error(self._coord, self._close_queues, failure)
 
 
 class EnvThread(DriverThread):
@@ -110,7 +109,8 @@ class EnvThread(DriverThread):
             act_fn: `ActRequest -> ActReply` (`[B, ...]` leaves), the policy
                 call this thread makes itself, inside its compiled unroll.
         """
-        super().__init__(name, coord, queues)
+        super().__init__(name, coord, queues.close_all)
+        self._queues = queues
         if (actor_queue is None) == (act_fn is None):
             raise ValueError("EnvThread needs exactly one of actor_queue and act_fn")
         self._env = env
@@ -264,7 +264,7 @@ class ActorThread(DriverThread):
                 grows by `stride` (the number of actors), so that no two
                 actors share a seed.
         """
-        super().__init__(name, coord, queues)
+        super().__init__(name, coord, queues.close_all)
         self._actor_queue = actor_queue
         self._return_queues = {i: queues.action_return_queues[i] for i in env_ids}
         self._act_fn = act_fn
@@ -290,8 +290,8 @@ class ActorThread(DriverThread):
         self._serve()
 
     def _serve_requests(self) -> None:
-        # Calling a tf.function from Python costs as much as one serve: make
-        # each call serve several times (actor-only 220k -> 300k frames/s).
+        # Calling a tf.function from Python costs about as much as one serve:
+        # each call serves several times (README, Speed).
         for _ in tf.range(self.SERVES_PER_CALL):
             self._serve_once()
 
@@ -330,58 +330,10 @@ class LogThread(DriverThread):
 
     def __init__(self, name: str, coord: tf.train.Coordinator, queues: TFQueues,
                  stats: EpisodeStats):
-        super().__init__(name, coord, queues)
+        super().__init__(name, coord, queues.close_all)
+        self._queues = queues
         self.stats = stats
 
     def _step(self) -> None:
         record = _to_numpy(self._queues.log_queue.dequeue())
         self.stats.update(record.reward, record.step_type, int(record.env_id))
-
-
-class PrefetchThread(DriverThread):
-    """Takes learn batches and places them on the learner's devices ahead of use.
-
-    While the learner trains on batch k, this thread dequeues batch k+1 (and
-    up to `depth` batches in all) and copies it onto the replicas, so that
-    the learner finds it ready.
-
-    Thread-safety: `get()` is called by one consumer thread.
-    """
-
-    _POLL_SECS = 0.05  # how often a blocked put or get checks for a stop
-
-    def __init__(self, name: str, coord: tf.train.Coordinator, queues: TFQueues,
-                 fetch: Callable, place: Callable, depth: int, on_load: Callable):
-        """
-        Args:
-            fetch: `() -> LearnBatch`, blocks until a batch is there.
-            place: `LearnBatch -> DeviceBatch`.
-            depth: most placed batches waiting for the learner.
-            on_load: `seconds -> None`, told how long each `place` took.
-        """
-        super().__init__(name, coord, queues)
-        self._fetch = fetch
-        self._place = place
-        self._on_load = on_load
-        self._ready = queue.Queue(maxsize=depth)
-
-    def _step(self) -> None:
-        batch = self._fetch()
-        start = time.perf_counter()
-        placed = self._place(batch)
-        self._on_load(time.perf_counter() - start)
-        while not self._coord.should_stop():
-            try:
-                self._ready.put(placed, timeout=self._POLL_SECS)
-                return
-            except queue.Full:
-                pass
-
-    def get(self):
-        """The next placed batch; None once a stop was requested."""
-        while True:
-            try:
-                return self._ready.get(timeout=self._POLL_SECS)
-            except queue.Empty:
-                if self._coord.should_stop():
-                    return None

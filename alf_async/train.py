@@ -11,7 +11,7 @@ import gin
 from absl import app, flags, logging
 
 from alf_async import trainer
-from alf_async.threads import ThreadError
+from alf_async.errors import ThreadError
 
 flags.DEFINE_string("root_dir", None, "Directory for summaries, checkpoints and config.")
 flags.DEFINE_multi_string("gin_file", [], "Gin config file(s), applied in order.")

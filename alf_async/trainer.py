@@ -17,6 +17,7 @@ from alf_async.drivers import AsyncOffPolicyDriver
 from alf_async.environments import create_environment
 from alf_async.evaluation import GreedyPolicy, export_policy, greedy_actions, run_episodes
 from alf_async.learner import Learner
+from alf_async.learner_loop import LearnerLoop
 
 
 def check_writable(root_dir: str) -> str:
@@ -107,8 +108,8 @@ class _Progress:
         return True
 
 
-def _write_metrics(driver: AsyncOffPolicyDriver, learner: Learner, counters: _Counters,
-                   fps: float) -> dict:
+def _write_metrics(driver: AsyncOffPolicyDriver, loop: LearnerLoop, learner: Learner,
+                   counters: _Counters, fps: float) -> dict:
     """Writes the summaries of the trainer's side; returns the stage timings."""
     average_return, average_length = driver.stats.averages()
     iteration, env_steps = counters.iteration, counters.env_steps
@@ -124,7 +125,7 @@ def _write_metrics(driver: AsyncOffPolicyDriver, learner: Learner, counters: _Co
     tf.summary.scalar("learner/skipped_updates", learner.skipped_updates, step=iteration)
     tf.summary.scalar("learner/dropped_unrolls", driver.dropped_unrolls, step=iteration)
     tf.summary.scalar("driver/env_restarts", driver.env_restarts, step=iteration)
-    timings = driver.clock.read_and_reset()
+    timings = loop.clock.read_and_reset()
     for key, value in timings.items():
         tf.summary.scalar(f"learner/{key}", value, step=iteration)
     busy = driver.busy_fractions()
@@ -162,12 +163,12 @@ def _log_progress(counters: _Counters, fps: float, average_return: float, learn_
 
 
 def build(algorithm_class: Callable = PPOAlgorithm, seed: Optional[int] = None):
-    """Builds the algorithm, learner and driver from the gin configuration.
+    """Builds the algorithm, learner, driver and learner loop from the gin configuration.
 
     Every size rule is checked here, before any thread starts.
 
     Returns:
-        `(algorithm, learner, driver)`; the driver is not started.
+        `(algorithm, learner, driver, loop)`; the driver is not started.
     """
     if seed is not None:
         tf.random.set_seed(seed)
@@ -178,13 +179,110 @@ def build(algorithm_class: Callable = PPOAlgorithm, seed: Optional[int] = None):
         algorithm = algorithm_class(probe.time_step_spec(), probe.action_spec())
     probe.close()
     learner = Learner(algorithm, strategy, seed=seed)
-    driver = AsyncOffPolicyDriver(env_factory, algorithm, learner, seed=seed)
+    driver = AsyncOffPolicyDriver(env_factory, algorithm, learner.train_step, seed=seed)
     learner.check_batch_shape(driver.unrolls_per_batch, driver.unroll_length,
                               driver.batch_size)
+    loop = LearnerLoop(learner, driver)
     if driver.deterministic:
         # Kernels too must reduce in a fixed order (matters on GPUs).
         tf.config.experimental.enable_op_determinism()
-    return algorithm, learner, driver
+    return algorithm, learner, driver, loop
+
+
+class _StopCondition:
+    """When training is done: iterations, env steps, a return, or a signal."""
+
+    def __init__(self, counters: _Counters, num_iterations: Optional[int],
+                 num_env_steps: Optional[int], stop_at_return: Optional[float],
+                 interrupt: _SignalStop):
+        if num_iterations is None and num_env_steps is None and stop_at_return is None:
+            raise ValueError("train needs num_iterations, num_env_steps or stop_at_return")
+        self._counters = counters
+        self._num_iterations = num_iterations
+        self._num_env_steps = num_env_steps
+        self._stop_at_return = stop_at_return
+        self._interrupt = interrupt
+
+    def __call__(self, average_return: float) -> bool:
+        counters = self._counters
+        return (self._interrupt.signum is not None or
+                (self._num_iterations is not None and
+                 counters.iteration >= self._num_iterations) or
+                (self._num_env_steps is not None and counters.env_steps >= self._num_env_steps) or
+                (self._stop_at_return is not None and average_return >= self._stop_at_return))
+
+
+def _restore(manager: tf.train.CheckpointManager, checkpoint: tf.train.Checkpoint,
+             counters: _Counters) -> None:
+    if manager.latest_checkpoint:
+        checkpoint.restore(manager.latest_checkpoint).assert_existing_objects_matched()
+        logging.info("Resumed from %s at iteration %d", manager.latest_checkpoint,
+                     int(counters.iteration))
+
+
+def _write_config(root_dir: str) -> str:
+    """Writes the operative gin config to `root_dir/operative_config.gin`; returns it."""
+    config = gin.operative_config_str()
+    with open(os.path.join(root_dir, "operative_config.gin"), "w") as f:
+        f.write(config)
+    return config
+
+
+def _log_start(algorithm, learner: Learner, driver: AsyncOffPolicyDriver) -> None:
+    logging.info(
+        "Training %s: %d env threads x %d sub-envs, unroll_length %d, learn_queue_cap %d "
+        "(%d frames per learn batch), %d learner replica(s) on %s", type(algorithm).__name__,
+        driver.num_envs, driver.batch_size, driver.unroll_length, driver.learn_queue_cap,
+        driver.env_steps_per_batch, learner.strategy.num_replicas_in_sync,
+        ", ".join(learner.devices))
+
+
+class _Hooks:
+    """What the trainer does after each iteration: summaries, checkpoints, evaluation, progress."""
+
+    def __init__(self, algorithm, learner: Learner, driver: AsyncOffPolicyDriver,
+                 loop: LearnerLoop, counters: _Counters, manager: tf.train.CheckpointManager,
+                 progress: _Progress, settings: dict):
+        self._algorithm, self._learner, self._driver, self._loop = (algorithm, learner,
+                                                                    driver, loop)
+        self._counters, self._manager, self._progress = counters, manager, progress
+        self._settings = settings
+        self._episodes_before = int(counters.episodes)
+        self._timings = {}
+
+    def after_iteration(self) -> float:
+        """Runs every hook that is due; returns the average return."""
+        counters, settings = self._counters, self._settings
+        iteration = int(counters.iteration)
+        counters.episodes.assign(self._episodes_before + self._driver.stats.num_episodes)
+        fps = self._progress.frames_per_sec(int(counters.env_steps))
+        average_return = self._driver.stats.averages()[0]
+        self._progress.check_target(average_return, int(counters.env_steps))
+        if iteration % settings["summary_interval"] == 0:
+            self._timings = self.write_metrics()
+        if iteration % settings["checkpoint_interval"] == 0:
+            self._manager.save(checkpoint_number=counters.iteration)
+        if settings["eval_interval"] and iteration % settings["eval_interval"] == 0:
+            _evaluate(self._algorithm, counters.iteration, settings["num_eval_episodes"],
+                      settings["seed"])
+        if self._progress.due(settings["log_interval_secs"]):
+            _log_progress(counters, fps, average_return, self._driver.learn_queue_size(),
+                          self._timings, settings["num_env_steps"])
+        return average_return
+
+    def write_metrics(self) -> dict:
+        return _write_metrics(self._driver, self._loop, self._learner, self._counters,
+                              self._progress.frames_per_sec(int(self._counters.env_steps)))
+
+
+def _result(driver: AsyncOffPolicyDriver, learner: Learner, counters: _Counters,
+            progress: _Progress) -> dict:
+    return dict(iteration=int(counters.iteration), env_steps=int(counters.env_steps),
+                episodes=int(counters.episodes), average_return=driver.stats.averages()[0],
+                frames_per_sec=progress.frames_per_sec(int(counters.env_steps)),
+                seconds_to_report_return=progress.reached_at,
+                optimizer_steps=int(learner.optimizer.iterations.numpy()),
+                learning_rate=float(learner.optimizer.learning_rate.numpy()))
 
 
 @gin.configurable(module="alf_async")
@@ -229,38 +327,22 @@ def train(root_dir: str,
         optimizer_steps and learning_rate.
     """
     root_dir = check_writable(root_dir)
-    if num_iterations is None and num_env_steps is None and stop_at_return is None:
-        raise ValueError("train needs num_iterations, num_env_steps or stop_at_return")
-    algorithm, learner, driver = build(algorithm_class, seed)
+    interrupt = _SignalStop()
+    algorithm, learner, driver, loop = build(algorithm_class, seed)
     counters = _Counters(learner)
+    done = _StopCondition(counters, num_iterations, num_env_steps, stop_at_return, interrupt)
     checkpoint = tf.train.Checkpoint(algorithm=algorithm, learner=learner, counters=counters)
     manager = tf.train.CheckpointManager(checkpoint, os.path.join(root_dir, "checkpoints"),
                                          max_to_keep=max_checkpoints)
-    if manager.latest_checkpoint:
-        checkpoint.restore(manager.latest_checkpoint).assert_existing_objects_matched()
-        logging.info("Resumed from %s at iteration %d", manager.latest_checkpoint,
-                     int(counters.iteration))
-    config = gin.operative_config_str()
-    with open(os.path.join(root_dir, "operative_config.gin"), "w") as f:
-        f.write(config)
+    _restore(manager, checkpoint, counters)
+    config = _write_config(root_dir)
     writer = tf.summary.create_file_writer(os.path.join(root_dir, "train"))
     progress = _Progress(counters, report_return)
-    episodes_before = int(counters.episodes)
-
-    def done(average_return: float) -> bool:
-        return (interrupt.signum is not None or
-                (num_iterations is not None and counters.iteration >= num_iterations) or
-                (num_env_steps is not None and counters.env_steps >= num_env_steps) or
-                (stop_at_return is not None and average_return >= stop_at_return))
-
-    replicas = learner.strategy.num_replicas_in_sync
-    logging.info(
-        "Training %s: %d env threads x %d sub-envs, unroll_length %d, learn_queue_cap %d "
-        "(%d frames per learn batch), %d learner replica(s) on %s", type(algorithm).__name__,
-        driver.num_envs, driver.batch_size, driver.unroll_length, driver.learn_queue_cap,
-        driver.env_steps_per_batch, replicas, ", ".join(learner.devices))
-    timings = {}
-    interrupt = _SignalStop()
+    hooks = _Hooks(algorithm, learner, driver, loop, counters, manager, progress, dict(
+        summary_interval=summary_interval, checkpoint_interval=checkpoint_interval,
+        eval_interval=eval_interval, num_eval_episodes=num_eval_episodes, seed=seed,
+        log_interval_secs=log_interval_secs, num_env_steps=num_env_steps))
+    _log_start(algorithm, learner, driver)
     driver.start()
     try:
         with interrupt, writer.as_default(), tf.summary.record_if(
@@ -269,33 +351,15 @@ def train(root_dir: str,
             average_return = float("nan")
             while not done(average_return):
                 driver.run_async()
-                counters.episodes.assign(episodes_before + driver.stats.num_episodes)
-                fps = progress.frames_per_sec(int(counters.env_steps))
-                average_return = driver.stats.averages()[0]
-                progress.check_target(average_return, int(counters.env_steps))
-                if int(counters.iteration) % summary_interval == 0:
-                    timings = _write_metrics(driver, learner, counters, fps)
-                if int(counters.iteration) % checkpoint_interval == 0:
-                    manager.save(checkpoint_number=counters.iteration)
-                if eval_interval and int(counters.iteration) % eval_interval == 0:
-                    _evaluate(algorithm, counters.iteration, num_eval_episodes, seed)
-                if progress.due(log_interval_secs):
-                    _log_progress(counters, fps, average_return, driver.learn_queue_size(),
-                                  timings, num_env_steps)
+                average_return = hooks.after_iteration()
             with tf.summary.record_if(True):  # the final state, whatever the interval
-                _write_metrics(driver, learner, counters,
-                               progress.frames_per_sec(int(counters.env_steps)))
+                hooks.write_metrics()
     finally:
         driver.stop()
     manager.save(checkpoint_number=counters.iteration)
     export_policy(algorithm, root_dir)
     writer.flush()
-    result = dict(iteration=int(counters.iteration), env_steps=int(counters.env_steps),
-                  episodes=int(counters.episodes), average_return=driver.stats.averages()[0],
-                  frames_per_sec=progress.frames_per_sec(int(counters.env_steps)),
-                  seconds_to_report_return=progress.reached_at,
-                  optimizer_steps=int(learner.optimizer.iterations.numpy()),
-                  learning_rate=float(learner.optimizer.learning_rate.numpy()))
+    result = _result(driver, learner, counters, progress)
     if interrupt.signum is not None:
         raise TrainingInterrupted(interrupt.signum, result["iteration"])
     logging.info("Training done: %s", result)

@@ -1,10 +1,15 @@
 """Deterministic fake envs and policies for driver tests."""
 
+import time
+
 import numpy as np
 import tensorflow as tf
 from tf_agents.environments import py_environment
 from tf_agents.specs import array_spec, tensor_spec
 from tf_agents.trajectories import time_step as ts
+
+from alf_async.drivers import AsyncOffPolicyDriver
+from alf_async.threads import live_driver_threads
 
 EPISODE_LENGTH = 5
 
@@ -76,3 +81,37 @@ class CountingPolicy:
         count = tf.cast(observation[:, 2], tf.int64)
         state = tf.where(step_type == ts.StepType.FIRST, 0, policy_state) + 1
         return count % 2, state, -tf.cast(count, tf.float32)
+
+
+def learning_driver(policy_version, fail_env=None, batch_size=3, **kwargs):
+    """A driver of 2 `CountingEnv`s (T = 3, Q = 2 by default) stamping `policy_version`."""
+    envs = [CountingEnv(i, batch_size, fail_at=20 if i == fail_env else None)
+            for i in range(2)]
+    kwargs = dict(dict(actor_queue_cap=1, unroll_length=3, learn_queue_cap=2), **kwargs)
+    return AsyncOffPolicyDriver(lambda i: envs[i], CountingPolicy(envs[0]), policy_version,
+                                num_envs=2, **kwargs)
+
+
+def timed_stop(driver, bound=2.0):
+    """Stops `driver`, asserting that it took less than `bound` seconds and left no thread."""
+    start = time.time()
+    driver.stop()
+    elapsed = time.time() - start
+    assert elapsed < bound, f"stop() took {elapsed:.2f}s"
+    assert not live_driver_threads(), "threads survived stop()"
+
+
+class VersionPolicy(CountingPolicy):
+    """Acts with the policy version itself: its "weights" are the version variable.
+
+    The action is the version this call read, so a test can tell whether the
+    stamp on a step is the version of the weights that acted.
+    """
+
+    def __init__(self, env: CountingEnv, version: tf.Variable):
+        super().__init__(env)
+        self._version = version
+
+    def act(self, observation, step_type, policy_state, seed=None):
+        count, state, log_prob = super().act(observation, step_type, policy_state, seed)
+        return tf.fill(tf.shape(count), self._version.read_value()), state, log_prob

@@ -7,9 +7,10 @@ import tensorflow as tf
 from tf_agents.trajectories import time_step as ts
 
 from alf_async.drivers import AsyncOffPolicyDriver
-from alf_async.learner import DeviceBatch
-from alf_async.threads import LearnerStarvedError, ThreadError
-from fakes import EPISODE_LENGTH, CountingEnv, CountingPolicy
+from alf_async.errors import LearnerStarvedError, ThreadError
+from alf_async.threads import live_driver_threads
+from fakes import (EPISODE_LENGTH, CountingEnv, CountingPolicy, VersionPolicy, learning_driver,
+                   timed_stop)
 
 B = 3
 
@@ -23,19 +24,6 @@ def _driver(num_envs=4, fail_env=None, fail_at=None, **kwargs):
     driver = AsyncOffPolicyDriver(lambda i: envs[i], CountingPolicy(envs[0]), None,
                                   num_envs=num_envs, **kwargs)
     return driver, envs
-
-
-def _driver_threads():
-    return [t for t in threading.enumerate() if t.name.startswith(("EnvThread", "ActorThread",
-                                                                     "LogThread", "Prefetch"))]
-
-
-def _timed_stop(driver, bound=2.0):
-    start = time.time()
-    driver.stop()
-    elapsed = time.time() - start
-    assert elapsed < bound, f"stop() took {elapsed:.2f}s"
-    assert not _driver_threads(), "threads survived stop()"
 
 
 @pytest.mark.parametrize("num_actor_queues", [2, 0])  # 0: env threads act themselves
@@ -139,8 +127,8 @@ def test_envs_with_different_batch_sizes_are_rejected():
 
 def test_stop_is_idempotent_and_works_before_start():
     driver, envs = _driver()
-    _timed_stop(driver)
-    _timed_stop(driver)
+    timed_stop(driver)
+    timed_stop(driver)
     assert all(env.closed for env in envs)
 
 
@@ -157,7 +145,7 @@ def test_stop_is_prompt_with_threads_blocked_on_full_and_empty_queues():
     counts = [env.count for env in envs]
     time.sleep(0.2)
     assert [env.count for env in envs] == counts, "env threads should be blocked"
-    _timed_stop(driver)
+    timed_stop(driver)
     assert all(env.closed for env in envs)
 
 
@@ -169,7 +157,7 @@ def test_env_error_surfaces_from_get_training_exps_with_thread_name():
         for _ in range(100):
             driver.get_training_exps()
     assert time.time() - start < 10
-    _timed_stop(driver)  # does not raise the same error twice
+    timed_stop(driver)  # does not raise the same error twice
 
 
 def test_env_error_is_reraised_by_stop():
@@ -181,7 +169,7 @@ def test_env_error_is_reraised_by_stop():
     with pytest.raises(ThreadError, match="EnvThread0 failed") as info:
         driver.stop()
     assert isinstance(info.value.__cause__, RuntimeError)
-    assert not _driver_threads()
+    assert not live_driver_threads()
 
 
 def test_policy_error_names_the_actor_thread():
@@ -196,8 +184,8 @@ def test_policy_error_names_the_actor_thread():
                                   actor_queue_cap=1)
     with pytest.raises(ThreadError, match="ActorThread0 failed: InvalidArgumentError"):
         driver.start()
-    assert not _driver_threads()
-    _timed_stop(driver)
+    assert not live_driver_threads()
+    timed_stop(driver)
 
 
 def test_starving_learner_gets_a_diagnosis_instead_of_a_hang():
@@ -216,33 +204,23 @@ def test_starving_learner_gets_a_diagnosis_instead_of_a_hang():
             driver.get_training_exps()
     assert time.time() - start < 5
     gate.set()
-    _timed_stop(driver)
-
-
-class _FakeLearner:
-    """Only the policy version: bumped by hand to play a learner."""
-
-    def __init__(self):
-        self.train_step = tf.Variable(0, dtype=tf.int64)
+    timed_stop(driver)
 
 
 @pytest.mark.parametrize("max_policy_lag", [None, 1])
 def test_unrolls_older_than_max_policy_lag_are_dropped_and_counted(max_policy_lag):
-    envs = [CountingEnv(i, B) for i in range(2)]
-    learner = _FakeLearner()
-    driver = AsyncOffPolicyDriver(lambda i: envs[i], CountingPolicy(envs[0]), learner,
-                                  num_envs=2, actor_queue_cap=1, unroll_length=3,
-                                  learn_queue_cap=2, max_policy_lag=max_policy_lag)
+    version = tf.Variable(0, dtype=tf.int64)
+    driver = learning_driver(version, max_policy_lag=max_policy_lag)
     driver.start()
     try:
         lags = []
         for _ in range(6):
             batch = driver.get_training_exps()
-            version = batch.experience.policy_version.numpy()
-            lags.append(int(learner.train_step) - version.min())
-            assert version.shape == (2, 3, B)
+            stamps = batch.experience.policy_version.numpy()
+            lags.append(int(version) - stamps.min())
+            assert stamps.shape == (2, 3, B)
             time.sleep(0.1)  # a slow learner: the queue fills with old unrolls
-            learner.train_step.assign_add(3)
+            version.assign_add(3)
     finally:
         driver.stop()
     if max_policy_lag is None:
@@ -270,105 +248,32 @@ def test_restart_failed_envs_replaces_the_env_and_training_goes_on():
             np.testing.assert_array_equal(np.diff(counts, axis=1), 1)
         assert driver.env_restarts >= 1
     finally:
-        _timed_stop(driver)
+        timed_stop(driver)
     assert len(made) == 2 + driver.env_restarts
     assert all(env.closed for env in made)
 
 
-class _RecordingLearner(_FakeLearner):
-    """Logs when batches are placed and updates run; an update takes `update_secs`."""
-
-    def __init__(self, update_secs=0.2):
-        super().__init__()
-        self.placed, self.updates = [], []
-        self._update_secs = update_secs
-
-    def place(self, batch):
-        self.placed.append(time.perf_counter())
-        return DeviceBatch(batch.experience, batch.bootstrap, batch.experience.policy_version,
-                           batch.env_steps)
-
-    def update(self, batch, clock=None):
-        start = time.perf_counter()
-        time.sleep(self._update_secs)
-        self.train_step.assign_add(1)
-        self.updates.append((start, time.perf_counter()))
-
-
-def _learning_driver(learner, fail_env=None, **kwargs):
-    envs = [CountingEnv(i, B, fail_at=20 if i == fail_env else None) for i in range(2)]
-    kwargs = dict(dict(actor_queue_cap=1, unroll_length=3, learn_queue_cap=2), **kwargs)
-    return AsyncOffPolicyDriver(lambda i: envs[i], CountingPolicy(envs[0]), learner,
-                                num_envs=2, **kwargs)
-
-
-@pytest.mark.parametrize("prefetch_depth", [0, 1, 2])
-def test_next_batch_is_placed_while_the_learner_trains(prefetch_depth):
-    learner = _RecordingLearner()
-    driver = _learning_driver(learner, prefetch_depth=prefetch_depth)
-    driver.start()
-    try:
-        steps = [driver.run_async() for _ in range(4)]
-    finally:
-        _timed_stop(driver)
-    assert steps == [2 * 3 * B] * 4
-    for k, (_, end) in enumerate(learner.updates[:-1]):
-        placed_before_end = sum(t < end for t in learner.placed)
-        if prefetch_depth:  # batch k + 1 was ready before update k ended
-            assert k + 2 <= placed_before_end <= k + 2 + prefetch_depth
-        else:
-            assert placed_before_end == k + 1
-    assert {"dequeue_wait_ms", "load_ms"} <= set(driver.clock.read_and_reset())
-
-
-def test_thread_error_reaches_run_async_through_the_prefetch_thread():
-    driver = _learning_driver(_RecordingLearner(update_secs=0.0), fail_env=1)
-    driver.start()
-    with pytest.raises(ThreadError, match="EnvThread1 failed: RuntimeError: env 1 broke"):
-        for _ in range(100):
-            driver.run_async()
-    _timed_stop(driver)  # does not raise the same error again
-
-
-def test_stop_from_another_thread_ends_a_waiting_run_async():
-    learner = _RecordingLearner(update_secs=0.0)
-    driver = _learning_driver(learner)
-    driver.start()
-    driver.run_async()
-    for env in driver._envs:  # pylint: disable=protected-access
-        env.step = lambda action, step=env.step: time.sleep(0.05) or step(action)
-    stopper = threading.Timer(0.5, driver.stop)
-    stopper.start()
-    start = time.time()
-    with pytest.raises(RuntimeError, match="stopped"):
-        for _ in range(100):
-            driver.run_async()
-    assert time.time() - start < 3
-    stopper.join()
-    assert not _driver_threads()
-
-
 def test_actors_read_the_weights_when_requests_arrive_not_when_they_start_waiting():
-    learner = _FakeLearner()
-    driver = _learning_driver(learner)
+    version = tf.Variable(0, dtype=tf.int64)
+    driver = learning_driver(version)
     gate = threading.Event()
     for env in driver._envs:  # pylint: disable=protected-access
         env.step = lambda action, step=env.step: gate.wait(10) and step(action)
     driver.start()
     time.sleep(0.5)  # the actor is now waiting inside its compiled call
-    learner.train_step.assign(7)
+    version.assign(7)
     gate.set()
     try:
         versions = driver.get_training_exps().experience.policy_version.numpy()
     finally:
-        _timed_stop(driver)
+        timed_stop(driver)
     # Step 0 was requested before the bump; every later request after it.
     assert (versions[:, 1:] == 7).all(), versions[:, :, 0]
 
 
 def test_deterministic_mode_runs_envs_only_for_the_batch_asked_for_in_env_order():
-    learner = _FakeLearner()
-    driver = _learning_driver(learner, deterministic=True, seed=3, learn_queue_cap=4,
+    version = tf.Variable(0, dtype=tf.int64)
+    driver = learning_driver(version, deterministic=True, seed=3, learn_queue_cap=4,
                               num_actor_queues=2)
     driver.start()
     try:
@@ -382,9 +287,9 @@ def test_deterministic_mode_runs_envs_only_for_the_batch_asked_for_in_env_order(
             time.sleep(0.2)  # a slow update: nothing is collected meanwhile
             assert driver.learn_queue_size() == 0
             assert [env.count for env in driver._envs] == [6 * (k + 1)] * 2  # pylint: disable=protected-access
-            learner.train_step.assign_add(1)
+            version.assign_add(1)
     finally:
-        _timed_stop(driver)
+        timed_stop(driver)
 
 
 @pytest.mark.parametrize("kwargs, message", [
@@ -397,11 +302,11 @@ def test_deterministic_mode_runs_envs_only_for_the_batch_asked_for_in_env_order(
 ])
 def test_impossible_deterministic_or_replay_settings_are_value_errors(kwargs, message):
     with pytest.raises(ValueError, match=message):
-        _learning_driver(_FakeLearner(), **kwargs)
+        learning_driver(None, **kwargs)
 
 
 def test_replayed_unrolls_are_recent_ones_appended_to_new_ones():
-    driver = _learning_driver(_FakeLearner(), replay_proportion=1.0, replay_buffer_num_slots=3,
+    driver = learning_driver(None, replay_proportion=1.0, replay_buffer_num_slots=3,
                               seed=0)
     assert driver.unrolls_per_batch == 4
     driver.start()
@@ -419,7 +324,7 @@ def test_replayed_unrolls_are_recent_ones_appended_to_new_ones():
                 assert key(q) in seen[-3:]  # one of the 3 most recent new unrolls
                 replayed.append(key(q))
     finally:
-        _timed_stop(driver)
+        timed_stop(driver)
     assert len(set(replayed)) > 3  # the ring moves on
 
 
@@ -434,6 +339,56 @@ def test_busy_fractions_point_at_the_slow_stage():
             driver.get_training_exps()
         busy = driver.busy_fractions()
     finally:
-        _timed_stop(driver)
+        timed_stop(driver)
     assert 0.5 < busy["env_busy"] <= 1.0, busy
     assert 0.0 < busy["actor_busy"] < busy["env_busy"], busy
+
+
+@pytest.mark.parametrize("num_envs", [2, 4])
+@pytest.mark.parametrize("num_actor_queues", [0, 1, 2])
+def test_stamps_are_the_version_that_acted_and_never_decrease(num_envs, num_actor_queues):
+    version = tf.Variable(0, dtype=tf.int64)
+    envs = [CountingEnv(i, B) for i in range(num_envs)]
+    driver = AsyncOffPolicyDriver(lambda i: envs[i], VersionPolicy(envs[0], version), version,
+                                  num_envs=num_envs, num_actor_queues=num_actor_queues,
+                                  actor_queue_cap=1, unroll_length=8, learn_queue_cap=2)
+    bumping = threading.Event()
+
+    def learner():  # a learner that finishes an update every millisecond
+        while not bumping.wait(0.001):
+            version.assign_add(1)
+
+    bumper = threading.Thread(target=learner, daemon=True)
+    driver.start()
+    bumper.start()
+    last = {}  # env -> stamp of its latest step seen
+    try:
+        for _ in range(60):
+            batch = driver.get_training_exps()
+            now = int(version)
+            stamps = batch.experience.policy_version.numpy()  # [Q, T, B]
+            # The action is the version the policy read: the stamp must be it.
+            np.testing.assert_array_equal(batch.experience.action.numpy(), stamps)
+            assert stamps.max() <= now
+            for q, env in enumerate(batch.env_ids.numpy()):
+                per_step = stamps[q, :, 0]
+                assert (np.diff(per_step) >= 0).all(), per_step
+                assert per_step[0] >= last.get(env, 0), (last.get(env), per_step)
+                last[env] = per_step[-1]
+    finally:
+        bumping.set()
+        bumper.join(5)
+        timed_stop(driver)
+    assert len(last) == num_envs and max(last.values()) > 20  # the learner did move
+
+
+def test_get_training_exps_after_stop_raises_even_with_a_full_learn_queue():
+    driver, _ = _driver(num_envs=4, learn_queue_cap=2)
+    driver.start()
+    deadline = time.time() + 20
+    while driver.learn_queue_size() < 2 and time.time() < deadline:
+        time.sleep(0.01)
+    timed_stop(driver)
+    assert driver.learn_queue_size() == 2  # a whole batch is still queued
+    with pytest.raises(RuntimeError, match="AsyncOffPolicyDriver was stopped"):
+        driver.get_training_exps()

@@ -12,7 +12,7 @@ from tensorboard.backend.event_processing import event_accumulator
 
 from alf_async import trainer
 from alf_async.environments import CartPoleBatchedEnv
-from alf_async.threads import ThreadError
+from alf_async.errors import ThreadError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REQUIRED_TAGS = {

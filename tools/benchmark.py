@@ -15,24 +15,15 @@ shared machines (+-15 % here); ratios taken in one run are steadier, and
 """
 
 import json
-import time
 
 import gin
 import numpy as np
 import tensorflow as tf
 from absl import app, flags
 
-from alf_async import trainer
+import toolkit  # tools/toolkit.py: gin and size flags, rate(), with_driver()
 from alf_async.environments import create_environment
 
-flags.DEFINE_multi_string("gin_file", ["gin_configs/ppo_async.gin"], "Gin config(s).")
-flags.DEFINE_multi_string("gin_param", [], "Extra gin bindings.")
-flags.DEFINE_integer("num_envs", None, "E, env threads.")
-flags.DEFINE_integer("num_parallel_environments", None, "B, sub-envs per env thread.")
-flags.DEFINE_integer("unroll_length", None, "T.")
-flags.DEFINE_integer("learn_queue_cap", None, "Q.")
-flags.DEFINE_integer("actor_queue_cap", None, "A.")
-flags.DEFINE_integer("num_actor_queues", None, "N.")
 flags.DEFINE_float("duration", 15.0, "Seconds measured per figure.")
 flags.DEFINE_float("warmup", 5.0, "Seconds of warm-up before each measurement.")
 flags.DEFINE_integer("repeats", 1, "Rounds of all measurements; each figure and ratio is "
@@ -42,44 +33,13 @@ flags.DEFINE_boolean("tf_agents", True, "Also measure tf-agents' synchronous PPO
 flags.DEFINE_string("out", None, "Write the figures as JSON here.")
 FLAGS = flags.FLAGS
 
-_SIZE_FLAGS = {
-    "num_envs": "AsyncOffPolicyDriver.num_envs",
-    "num_parallel_environments": "create_environment.num_parallel_environments",
-    "unroll_length": "AsyncOffPolicyDriver.unroll_length",
-    "learn_queue_cap": "AsyncOffPolicyDriver.learn_queue_cap",
-    "actor_queue_cap": "AsyncOffPolicyDriver.actor_queue_cap",
-    "num_actor_queues": "AsyncOffPolicyDriver.num_actor_queues",
-}
-
-
-def rate(step_fn, duration: float, warmup: float) -> float:
-    """Frames/s of `step_fn() -> frames`, after `warmup` seconds."""
-    deadline = time.perf_counter() + warmup
-    while time.perf_counter() < deadline:
-        step_fn()
-    frames, start = 0, time.perf_counter()
-    while time.perf_counter() - start < duration:
-        frames += step_fn()
-    return frames / (time.perf_counter() - start)
-
-
-def with_driver(fn):
-    """Runs `fn(driver, learner)` on a started driver, then stops it."""
-    _, learner, driver = trainer.build()
-    driver.start()
-    try:
-        return fn(driver, learner)
-    finally:
-        driver.stop()
-
 
 def end_to_end() -> float:
-    return with_driver(lambda d, _: rate(d.run_async, FLAGS.duration, FLAGS.warmup))
+    return toolkit.end_to_end(FLAGS.duration, FLAGS.warmup)
 
 
 def actor_only() -> float:
-    return with_driver(lambda d, _: rate(lambda: d.get_training_exps().env_steps,
-                                           FLAGS.duration, FLAGS.warmup))
+    return toolkit.actor_only(FLAGS.duration, FLAGS.warmup)
 
 
 def learner_only() -> float:
@@ -91,9 +51,9 @@ def learner_only() -> float:
             learner.train(batch)
             return batch.env_steps
 
-        return rate(step, FLAGS.duration, FLAGS.warmup)
+        return toolkit.rate(step, FLAGS.duration, FLAGS.warmup)
 
-    return with_driver(measure)
+    return toolkit.with_driver(measure)
 
 
 def raw_env() -> float:
@@ -106,7 +66,7 @@ def raw_env() -> float:
         env.step(rng.integers(0, 2, b))
         return b
 
-    return rate(step, FLAGS.duration, min(FLAGS.warmup, 1.0))
+    return toolkit.rate(step, FLAGS.duration, min(FLAGS.warmup, 1.0))
 
 
 def tf_agents_ppo() -> float:
@@ -148,13 +108,7 @@ def tf_agents_ppo() -> float:
         buffer.clear()
         return unroll * env.batch_size
 
-    return rate(iteration, FLAGS.duration, FLAGS.warmup)
-
-
-def size_bindings():
-    """Gin bindings of the size flags that were given."""
-    return [f"{_SIZE_FLAGS[k]} = {FLAGS[k].value}" for k in _SIZE_FLAGS
-            if FLAGS[k].value is not None]
+    return toolkit.rate(iteration, FLAGS.duration, FLAGS.warmup)
 
 
 def measure_round() -> dict:
@@ -180,7 +134,7 @@ def medians(rounds) -> dict:
 
 def main(argv) -> None:
     del argv
-    gin.parse_config_files_and_bindings(FLAGS.gin_file, FLAGS.gin_param + size_bindings())
+    toolkit.parse_gin()
     rounds = [measure_round() for _ in range(FLAGS.repeats)]
     figures = medians(rounds)
     ratios = medians([ratios_of(r) for r in rounds])

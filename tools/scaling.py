@@ -12,10 +12,13 @@ Prints a table, writes JSON (--out) and a two-panel PNG (--plot).
 
 import json
 
-import gin
 from absl import app, flags
 
-import benchmark  # tools/benchmark.py: shares its --duration, --warmup, --gin_file flags
+import toolkit  # tools/toolkit.py: gin and size flags, end_to_end(), actor_only()
+
+flags.DEFINE_float("duration", 6.0, "Seconds measured per point and figure.")
+flags.DEFINE_float("warmup", 3.0, "Seconds of warm-up before each measurement.")
+flags.DEFINE_string("out", None, "Write the figures as JSON here.")
 
 flags.DEFINE_list("total_sub_envs", ["32", "64", "128", "256", "512", "1024"],
                   "Sweep 1: total sub-envs E * B (E = 2).")
@@ -29,13 +32,11 @@ FLAGS = flags.FLAGS
 def _measure(bindings):
     """End-to-end and actor-only frames/s with the sweep's gin `bindings`.
 
-    The sweep's bindings override benchmark.py's size flags, which override
-    --gin_param.
+    The sweep's bindings override the size flags, which override --gin_param.
     """
-    gin.clear_config()
-    gin.parse_config_files_and_bindings(
-        FLAGS.gin_file, FLAGS.gin_param + benchmark.size_bindings() + bindings)
-    return {"end_to_end": benchmark.end_to_end(), "actor_only": benchmark.actor_only()}
+    toolkit.parse_gin(bindings)
+    return {"end_to_end": toolkit.end_to_end(FLAGS.duration, FLAGS.warmup),
+            "actor_only": toolkit.actor_only(FLAGS.duration, FLAGS.warmup)}
 
 
 def sweep_sub_envs():

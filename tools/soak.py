@@ -10,13 +10,10 @@ import json
 import threading
 import time
 
-import gin
 from absl import app, flags
 
+import toolkit  # tools/toolkit.py: gin and size flags
 from alf_async import trainer
-
-flags.DEFINE_multi_string("gin_file", ["gin_configs/ppo_async.gin"], "Gin config(s).")
-flags.DEFINE_multi_string("gin_param", [], "Extra gin bindings.")
 flags.DEFINE_float("minutes", 30.0, "How long to train.")
 flags.DEFINE_float("warmup_minutes", 2.0, "Growth is measured from this point on.")
 flags.DEFINE_float("sample_secs", 30.0, "Seconds between samples.")
@@ -35,8 +32,8 @@ def resident_mib() -> float:
 
 def main(argv) -> None:
     del argv
-    gin.parse_config_files_and_bindings(FLAGS.gin_file, FLAGS.gin_param)
-    _, _, driver = trainer.build()
+    toolkit.parse_gin()
+    _, _, driver, _ = trainer.build()
     driver.start()
     start = last = time.time()
     samples = []

@@ -12,32 +12,22 @@ or a thread leaked.
 import json
 import random
 import sys
-import threading
 import time
 
-import gin
 from absl import app, flags
 
+import toolkit  # tools/toolkit.py: gin and size flags
 from alf_async import trainer
-
-flags.DEFINE_multi_string("gin_file", ["gin_configs/ppo_async.gin"], "Gin config(s).")
-flags.DEFINE_multi_string("gin_param", [], "Extra gin bindings.")
+from alf_async.threads import live_driver_threads
 flags.DEFINE_integer("cycles", 20, "Start/stop cycles.")
 flags.DEFINE_float("max_run_secs", 1.0, "Longest random run time before a stop.")
 flags.DEFINE_float("stop_bound", 2.0, "Seconds a stop may take.")
 flags.DEFINE_integer("seed", 0, "Seed of the random moments.")
 FLAGS = flags.FLAGS
 
-_DRIVER_THREADS = ("EnvThread", "ActorThread", "LogThread")
-
-
-def _driver_threads():
-    return [t.name for t in threading.enumerate() if t.name.startswith(_DRIVER_THREADS)]
-
-
 def cycle(rng: random.Random) -> dict:
     """One start / run / stop cycle; returns its stop time and leaked threads."""
-    _, _, driver = trainer.build()
+    _, _, driver, _ = trainer.build()
     driver.start()
     consume = rng.random() < 0.5
     deadline = time.perf_counter() + rng.uniform(0, FLAGS.max_run_secs)
@@ -49,12 +39,12 @@ def cycle(rng: random.Random) -> dict:
     start = time.perf_counter()
     driver.stop()
     return dict(stop_secs=time.perf_counter() - start, consumed=consume,
-                leaked=_driver_threads())
+                leaked=[t.name for t in live_driver_threads()])
 
 
 def main(argv) -> None:
     del argv
-    gin.parse_config_files_and_bindings(FLAGS.gin_file, FLAGS.gin_param)
+    toolkit.parse_gin()
     rng = random.Random(FLAGS.seed)
     results = [cycle(rng) for _ in range(FLAGS.cycles)]
     slowest = max(r["stop_secs"] for r in results)

@@ -7,20 +7,11 @@ from tf_agents.networks import (actor_distribution_network, actor_distribution_r
                                 value_network, value_rnn_network)
 from tf_agents.specs import tensor_spec
 
+from alf_async import layout
 from alf_async.algorithms import advantages as adv_lib
 from alf_async.schedules import Schedule, schedule_value
 
 Samples = Dict[str, tf.Tensor]
-
-
-def _swap_time(x):
-    """`[T, N, ...]` <-> `[N, T, ...]`."""
-    return tf.experimental.numpy.swapaxes(x, 0, 1)
-
-
-def _first_step(x):
-    """`[Q, T, B, ...]` -> `[Q * B, ...]`: each unroll's value at its first step."""
-    return tf.reshape(x[:, 0], tf.concat([[-1], tf.shape(x)[3:]], 0))
 
 
 class ActorCriticAlgorithm(tf.Module):
@@ -48,6 +39,7 @@ class ActorCriticAlgorithm(tf.Module):
                  value_loss_coeff: float = 0.5,
                  entropy_coeff: Schedule = 0.0,
                  lstm_size: Optional[Sequence[int]] = None,
+                 normalize_advantages: bool = True,
                  name: str = "actor_critic"):
         """
         Args:
@@ -60,6 +52,8 @@ class ActorCriticAlgorithm(tf.Module):
                 piecewise-linear points `[(env_steps, value), ...]`.
             lstm_size: LSTM layer sizes after the hidden layers (None:
                 feed-forward networks).
+            normalize_advantages: normalise the policy-gradient advantages to
+                mean 0 and std 1 over each learn batch (all replicas).
         """
         super().__init__(name=name)
         self.time_step_spec = tensor_spec.from_spec(time_step_spec)
@@ -83,6 +77,7 @@ class ActorCriticAlgorithm(tf.Module):
         self.actor_net.create_variables()
         self.value_net.create_variables()
         self._gamma = discount
+        self._normalize_advantages = normalize_advantages
         self._value_loss_coeff = value_loss_coeff
         self._entropy_schedule = entropy_coeff
         self.entropy_coeff = tf.Variable(schedule_value(entropy_coeff, 0), trainable=False,
@@ -132,16 +127,16 @@ class ActorCriticAlgorithm(tf.Module):
             output, _ = net(steps.observation, step_type=steps.step_type, network_state=(),
                             training=training)
             return read(output, lambda x: x)
-        output, _ = net(tf.nest.map_structure(_swap_time, steps.observation),
-                        step_type=_swap_time(steps.step_type), network_state=state,
+        output, _ = net(tf.nest.map_structure(layout.swap_time, steps.observation),
+                        step_type=layout.swap_time(steps.step_type), network_state=state,
                         training=training)
-        return _swap_time(read(output, _swap_time))
+        return layout.swap_time(read(output, layout.swap_time))
 
     def _initial_states(self, experience):
         """`(actor_state, value_state)` before each unroll, leaves `[Q * B, ...]`."""
         if not self.recurrent:
             return (), ()
-        return tf.nest.map_structure(_first_step, experience.policy_state)
+        return tf.nest.map_structure(layout.first_step, experience.policy_state)
 
     def _sequences(self, experience, bootstrap):
         """Time-major steps `[T + 1, N]` (bootstrap last), their values and mask.
@@ -149,37 +144,32 @@ class ActorCriticAlgorithm(tf.Module):
         `mask` (`[T, N]`) is 0 at LAST steps, whose transition crosses an
         episode boundary.
         """
-        steps = tf.nest.map_structure(adv_lib.time_major_with_bootstrap,
+        steps = tf.nest.map_structure(layout.time_major_with_bootstrap,
                                       experience.time_step, bootstrap)
         values = self._over_time(self.value_net, steps, self._initial_states(experience)[1],
                                  lambda values, _: values)
         return steps, values, adv_lib.transition_mask(steps.step_type)
 
-    def _behaviour_log_rhos(self, experience, steps):
-        """`[T, N]` log(pi(a|x) / mu(a|x)) of the current policy pi on the unrolls."""
-        action = tf.nest.map_structure(adv_lib.time_major, experience.action)
-        unroll_steps = tf.nest.map_structure(lambda x: x[:-1], steps)
-        log_prob = self._over_time(
-            self.actor_net, unroll_steps, self._initial_states(experience)[0],
-            lambda dist, layout: dist.log_prob(tf.nest.map_structure(layout, action)))
-        return log_prob - adv_lib.time_major(experience.log_prob)
-
-    def _samples(self, experience, steps, mask, **targets) -> Samples:
+    def _samples(self, experience, steps, mask, advantage, value_target) -> Samples:
         """Training samples: step inputs, actions, behaviour log-probs, targets.
+
+        `advantage` and `value_target` are time-major `[T, N]`; the advantages
+        are normalised here if the algorithm was built to.
 
         Feed-forward: `[T * N]` single steps. Recurrent: `[N, T]` sequences,
         plus the `actor_state` and `value_state` (`[N, ...]`) they start from.
         """
-        rows = _swap_time if self.recurrent else adv_lib.flatten_time  # from [T, N]
+        if self._normalize_advantages:
+            advantage = adv_lib.normalize(advantage, mask)
+        rows = layout.swap_time if self.recurrent else layout.flatten_time  # from [T, N]
         unroll_rows = lambda x: rows(x[:-1])
-        sample_rows = lambda x: rows(adv_lib.time_major(x))
+        sample_rows = lambda x: rows(layout.time_major(x))
         samples = dict(
             observation=tf.nest.map_structure(unroll_rows, steps.observation),
             step_type=unroll_rows(steps.step_type),
             action=tf.nest.map_structure(sample_rows, experience.action),
             behaviour_log_prob=sample_rows(experience.log_prob),
-            mask=rows(mask),
-            **{k: rows(v) for k, v in targets.items()})
+            mask=rows(mask), advantage=rows(advantage), value_target=rows(value_target))
         if self.recurrent:
             samples["actor_state"], samples["value_state"] = self._initial_states(experience)
         return samples

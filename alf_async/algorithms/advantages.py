@@ -38,24 +38,6 @@ def generalized_advantage_estimation(rewards, discounts, step_types, values, gam
 
 
 
-def time_major(x):
-    """`[Q, T, B, ...]` -> `[T, Q * B, ...]`: unrolls side by side in the batch."""
-    x = tf.experimental.numpy.swapaxes(x, 0, 1)
-    shape = tf.shape(x)
-    return tf.reshape(x, tf.concat([[shape[0], shape[1] * shape[2]], shape[3:]], 0))
-
-
-def time_major_with_bootstrap(x, bootstrap_x):
-    """`[Q, T, B, ...]` and `[Q, B, ...]` -> `[T + 1, Q * B, ...]`, bootstrap last."""
-    return time_major(tf.concat([x, bootstrap_x[:, None]], axis=1))
-
-
-def flatten_time(x):
-    """`[T, N, ...]` -> `[T * N, ...]`."""
-    shape = tf.shape(x)
-    return tf.reshape(x, tf.concat([[shape[0] * shape[1]], shape[2:]], 0))
-
-
 def normalize(x, mask, epsilon: float = 1e-8):
     """Normalises `x` to mean 0 and std 1 over entries where `mask` is 1.
 

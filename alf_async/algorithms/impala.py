@@ -5,7 +5,7 @@ from typing import Dict, Optional
 import gin
 import tensorflow as tf
 
-from alf_async.algorithms import advantages as adv_lib
+from alf_async import layout
 from alf_async.algorithms import vtrace
 from alf_async.algorithms.actor_critic import ActorCriticAlgorithm, Samples
 
@@ -22,7 +22,6 @@ class ImpalaAlgorithm(ActorCriticAlgorithm):
     def __init__(self, time_step_spec, action_spec,
                  clip_rho_threshold: Optional[float] = 1.0,
                  clip_pg_rho_threshold: Optional[float] = 1.0,
-                 normalize_advantages: bool = True,
                  name: str = "impala",
                  **kwargs):
         """
@@ -30,16 +29,12 @@ class ImpalaAlgorithm(ActorCriticAlgorithm):
             time_step_spec, action_spec: unbatched tf-agents specs of one sub-env.
             clip_rho_threshold: V-trace's rho-bar (None: no clipping).
             clip_pg_rho_threshold: clipping of the policy-gradient weights.
-            normalize_advantages: normalise the policy-gradient advantages over
-                each learn batch (keeps the step size independent of the
-                reward scale).
             **kwargs: `ActorCriticAlgorithm` settings (networks, discount,
                 loss coefficients).
         """
         super().__init__(time_step_spec, action_spec, name=name, **kwargs)
         self._clip_rho = clip_rho_threshold
         self._clip_pg_rho = clip_pg_rho_threshold
-        self._normalize_advantages = normalize_advantages
 
     def preprocess(self, experience, bootstrap) -> Samples:
         """Learn batch (`[Q, T, B, ...]`, bootstrap `[Q, B, ...]`) -> samples."""
@@ -52,11 +47,17 @@ class ImpalaAlgorithm(ActorCriticAlgorithm):
         returns = vtrace.from_importance_weights(
             log_rhos, discounts, rewards, values[:-1], values[-1],
             self._clip_rho, self._clip_pg_rho)
-        advantage = returns.pg_advantages
-        if self._normalize_advantages:
-            advantage = adv_lib.normalize(advantage, mask)
-        return self._samples(experience, steps, mask, advantage=advantage,
+        return self._samples(experience, steps, mask, advantage=returns.pg_advantages,
                              value_target=returns.vs)
+
+    def _behaviour_log_rhos(self, experience, steps):
+        """`[T, N]` log(pi(a|x) / mu(a|x)) of the current policy pi on the unrolls."""
+        action = tf.nest.map_structure(layout.time_major, experience.action)
+        unroll_steps = tf.nest.map_structure(lambda x: x[:-1], steps)
+        log_prob = self._over_time(
+            self.actor_net, unroll_steps, self._initial_states(experience)[0],
+            lambda dist, to_output: dist.log_prob(tf.nest.map_structure(to_output, action)))
+        return log_prob - layout.time_major(experience.log_prob)
 
     def loss(self, samples: Samples) -> Dict[str, tf.Tensor]:
         """Per-sample loss terms of a minibatch (`[N]` or `[N, T]`); `loss` is minimised."""

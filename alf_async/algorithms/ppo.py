@@ -20,7 +20,6 @@ class PPOAlgorithm(ActorCriticAlgorithm):
     def __init__(self, time_step_spec, action_spec,
                  gae_lambda: float = 0.95,
                  clip_ratio: float = 0.2,
-                 normalize_advantages: bool = True,
                  name: str = "ppo",
                  **kwargs):
         """
@@ -28,14 +27,12 @@ class PPOAlgorithm(ActorCriticAlgorithm):
             time_step_spec, action_spec: unbatched tf-agents specs of one sub-env.
             gae_lambda: GAE's lambda.
             clip_ratio: epsilon of the clipped surrogate objective.
-            normalize_advantages: normalise advantages over each learn batch.
             **kwargs: `ActorCriticAlgorithm` settings (networks, discount,
                 loss coefficients).
         """
         super().__init__(time_step_spec, action_spec, name=name, **kwargs)
         self._lambda = gae_lambda
         self._clip_ratio = clip_ratio
-        self._normalize_advantages = normalize_advantages
 
     def preprocess(self, experience, bootstrap) -> Samples:
         """Turns (a replica's share of) a learn batch into training samples.
@@ -56,8 +53,6 @@ class PPOAlgorithm(ActorCriticAlgorithm):
         advantage = adv_lib.generalized_advantage_estimation(
             steps.reward, steps.discount, steps.step_type, values, self._gamma, self._lambda)
         value_target = advantage + values[:-1]
-        if self._normalize_advantages:
-            advantage = adv_lib.normalize(advantage, mask)
         return self._samples(experience, steps, mask, advantage=advantage,
                              value_target=value_target)
 

@@ -57,14 +57,3 @@ def test_last_step_of_unroll_bootstraps_from_next_value():
     assert abs(got[1, 0] - last) < 1e-5 and last != 0
     assert abs(got[0, 0] - (1.0 + 0.9 * 1.5 - 0.5 + 0.9 * last)) < 1e-5
 
-
-def test_time_major_layout():
-    q, t, b = 2, 3, 4
-    x = np.arange(q * t * b).reshape(q, t, b)
-    boot = 100 + np.arange(q * b).reshape(q, b)
-    tm = advantages.time_major_with_bootstrap(tf.constant(x), tf.constant(boot)).numpy()
-    assert tm.shape == (t + 1, q * b)
-    np.testing.assert_array_equal(tm[:t, b:2 * b], x[1])  # column block = unroll
-    np.testing.assert_array_equal(tm[t], boot.reshape(-1))
-    flat = advantages.flatten_time(tf.constant(tm)).numpy()
-    np.testing.assert_array_equal(flat[(t) * q * b:], boot.reshape(-1))

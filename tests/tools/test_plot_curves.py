@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 import plot_curves  # noqa: E402
 

@@ -1,0 +1,81 @@
+"""What the tools share: gin flags, size flags, rate measurement and a started driver.
+
+Each tool is a script (`python tools/<name>.py`); this module sits next to
+them, so `import toolkit` finds it.
+"""
+
+import time
+from typing import Callable, List
+
+import gin
+from absl import flags
+
+from alf_async import trainer
+
+flags.DEFINE_multi_string("gin_file", ["gin_configs/ppo_async.gin"], "Gin config(s).")
+flags.DEFINE_multi_string("gin_param", [], "Extra gin bindings.")
+flags.DEFINE_integer("num_envs", None, "E, env threads.")
+flags.DEFINE_integer("num_parallel_environments", None, "B, sub-envs per env thread.")
+flags.DEFINE_integer("unroll_length", None, "T.")
+flags.DEFINE_integer("learn_queue_cap", None, "Q.")
+flags.DEFINE_integer("actor_queue_cap", None, "A.")
+flags.DEFINE_integer("num_actor_queues", None, "N.")
+flags.DEFINE_string("env_name", None, "create_environment.env_name.")
+FLAGS = flags.FLAGS
+
+_SIZE_FLAGS = {
+    "num_envs": "AsyncOffPolicyDriver.num_envs",
+    "num_parallel_environments": "create_environment.num_parallel_environments",
+    "unroll_length": "AsyncOffPolicyDriver.unroll_length",
+    "learn_queue_cap": "AsyncOffPolicyDriver.learn_queue_cap",
+    "actor_queue_cap": "AsyncOffPolicyDriver.actor_queue_cap",
+    "num_actor_queues": "AsyncOffPolicyDriver.num_actor_queues",
+}
+
+
+def size_bindings() -> List[str]:
+    """Gin bindings of the size flags (and --env_name) that were given."""
+    bindings = [f"{_SIZE_FLAGS[k]} = {FLAGS[k].value}" for k in _SIZE_FLAGS
+                if FLAGS[k].value is not None]
+    if FLAGS.env_name:
+        bindings.append(f"create_environment.env_name = {FLAGS.env_name!r}")
+    return bindings
+
+
+def parse_gin(extra_bindings: List[str] = ()) -> None:
+    """Applies --gin_file, then --gin_param, the size flags and `extra_bindings`."""
+    gin.clear_config()
+    gin.parse_config_files_and_bindings(
+        FLAGS.gin_file, FLAGS.gin_param + size_bindings() + list(extra_bindings))
+
+
+def rate(step_fn: Callable[[], int], duration: float, warmup: float) -> float:
+    """Frames/s of `step_fn() -> frames`, after `warmup` seconds."""
+    deadline = time.perf_counter() + warmup
+    while time.perf_counter() < deadline:
+        step_fn()
+    frames, start = 0, time.perf_counter()
+    while time.perf_counter() - start < duration:
+        frames += step_fn()
+    return frames / (time.perf_counter() - start)
+
+
+def with_driver(fn: Callable):
+    """Runs `fn(driver, learner)` on a started driver (from the gin config), then stops it."""
+    _, learner, driver, _ = trainer.build()
+    driver.start()
+    try:
+        return fn(driver, learner)
+    finally:
+        driver.stop()
+
+
+def end_to_end(duration: float, warmup: float) -> float:
+    """Frames/s the learner consumes with the whole pipeline running."""
+    return with_driver(lambda d, _: rate(d.run_async, duration, warmup))
+
+
+def actor_only(duration: float, warmup: float) -> float:
+    """Frames/s of collection, the learner only dequeuing."""
+    return with_driver(lambda d, _: rate(lambda: d.get_training_exps().env_steps,
+                                           duration, warmup))
