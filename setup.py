@@ -18,6 +18,9 @@ INSTALL_REQUIRES = [
     "typing-extensions==4.5.0",
 ]
 
+MUJOCO = ["mujoco==3.2.7", "imageio==2.38.1"]
+BOX2D = ["box2d==2.3.10"]
+
 setup(
     name="alf_async",
     version="0.1.0",
@@ -26,7 +29,12 @@ setup(
     python_requires=">=3.11,<3.12",
     install_requires=INSTALL_REQUIRES,
     extras_require={
-        "test": ["pytest==9.2.0", "pytest-timeout==2.4.0", "matplotlib==3.8.4"],
+        # gymnasium 0.29.1's MuJoCo *-v4 envs; not gymnasium[mujoco], which pulls mujoco 4.
+        "mujoco": MUJOCO,
+        # A prebuilt Box2D wheel; gymnasium[box2d] wants box2d-py, which needs swig.
+        "box2d": BOX2D,
+        "test": ["pytest==9.2.0", "pytest-timeout==2.4.0", "matplotlib==3.8.4",
+                 *MUJOCO, *BOX2D],
         "plot": ["matplotlib==3.8.4"],
     },
 )

@@ -17,6 +17,7 @@ shared machines (+-15 % here); ratios taken in one run are steadier, and
 import json
 
 import gin
+import gymnasium as gym
 import numpy as np
 import tensorflow as tf
 from absl import app, flags
@@ -57,16 +58,23 @@ def learner_only() -> float:
 
 
 def raw_env() -> float:
-    env = create_environment(seed=0)
-    env.reset()
-    rng = np.random.default_rng(0)
-    b = env.batch_size
-
-    def step():
-        env.step(rng.integers(0, 2, b))
-        return b
-
-    return toolkit.rate(step, FLAGS.duration, min(FLAGS.warmup, 1.0))
+    """The env alone with random actions, no TF: CartPole's numpy fast path, or
+    gymnasium's own `SyncVectorEnv` of the same B sub-envs for any other id."""
+    name = gin.query_parameter("create_environment.env_name")
+    b = gin.query_parameter("create_environment.num_parallel_environments")
+    if name.startswith("CartPole"):
+        env = create_environment(seed=0)
+        env.reset()
+        rng = np.random.default_rng(0)
+        step = lambda: env.step(rng.integers(0, 2, b))
+    else:
+        env = gym.vector.SyncVectorEnv([lambda: gym.make(name)] * b)
+        env.reset(seed=0)
+        env.action_space.seed(0)
+        step = lambda: env.step(env.action_space.sample())
+    frames_per_sec = toolkit.rate(lambda: step() and b, FLAGS.duration, min(FLAGS.warmup, 1.0))
+    env.close()
+    return frames_per_sec
 
 
 def tf_agents_ppo() -> float:

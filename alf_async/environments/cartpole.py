@@ -1,17 +1,10 @@
-"""Batched environments: one object steps B sub-envs with one call.
+"""CartPole-v1's fast path: all B sub-envs in one set of numpy arrays."""
 
-Every env thread owns one batched tf-agents `PyEnvironment` (`batched` is
-True, `batch_size` is B, specs leave the batch dimension out). The default is
-CartPole-v1 on gymnasium's numpy-vectorised `CartPoleVectorEnv`; any other
-env plugs in through `env_load_fn`.
-"""
+from typing import Optional
 
-from typing import Callable, Optional
-
-import gin
 import numpy as np
 from gymnasium.envs.classic_control.cartpole import CartPoleVectorEnv
-from tf_agents.environments import batched_py_environment, py_environment, suite_gym
+from tf_agents.environments import py_environment
 from tf_agents.specs import array_spec
 from tf_agents.trajectories import time_step as ts
 
@@ -100,48 +93,3 @@ class CartPoleBatchedEnv(py_environment.PyEnvironment):
                              np.where(self._done, ts.StepType.LAST, ts.StepType.MID))
         return ts.TimeStep(step_type.astype(np.int32), (~restart).astype(np.float32),
                            (~fell).astype(np.float32), self._observation(state))
-
-
-def load_batched_env(env_name: str, num_envs: int, seed: Optional[int] = None):
-    """Default `env_load_fn`: a batched env of `num_envs` sub-envs.
-
-    CartPole-v1 (and `CartPoleNoVelocity-v1`, its partially observable twin)
-    use the numpy-vectorised `CartPoleBatchedEnv`; any other name is loaded
-    with tf-agents' `suite_gym` and batched in-process.
-    """
-    if env_name in ("CartPole-v1", "CartPoleNoVelocity-v1"):
-        return CartPoleBatchedEnv(num_envs, seed=seed,
-                                  hide_velocity=env_name == "CartPoleNoVelocity-v1")
-    envs = [suite_gym.load(env_name) for _ in range(num_envs)]
-    if seed is not None:
-        for i, env in enumerate(envs):
-            env.seed(seed + i)
-    return batched_py_environment.BatchedPyEnvironment(envs, multithreading=False)
-
-
-@gin.configurable(module="alf_async")
-def create_environment(env_name: str = "CartPole-v1",
-                       num_parallel_environments: int = 16,
-                       env_load_fn: Callable = load_batched_env,
-                       seed: Optional[int] = None):
-    """Creates one batched env of `num_parallel_environments` sub-envs.
-
-    Args:
-        env_name: name passed to `env_load_fn`.
-        num_parallel_environments: B, sub-envs stepped together.
-        env_load_fn: `fn(env_name, num_envs, seed)` returning a batched
-            tf-agents `PyEnvironment` with `batch_size == num_envs`.
-        seed: seed for the sub-envs (None: random).
-
-    Returns:
-        A batched `PyEnvironment`.
-    """
-    if num_parallel_environments < 1:
-        raise ValueError(
-            f"num_parallel_environments must be >= 1, got {num_parallel_environments}")
-    env = env_load_fn(env_name, num_parallel_environments, seed)
-    if not env.batched or env.batch_size != num_parallel_environments:
-        raise ValueError(
-            f"env_load_fn returned an env with batch_size={env.batch_size}, "
-            f"expected num_parallel_environments={num_parallel_environments}")
-    return env

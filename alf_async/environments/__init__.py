@@ -1,0 +1,62 @@
+"""Batched environments: one object steps B sub-envs with one call.
+
+Every env thread owns one batched tf-agents `PyEnvironment` (`batched` is
+True, `batch_size` is B, specs leave the batch dimension out). CartPole-v1
+runs on a numpy-vectorised fast path (`cartpole.py`); every other registered
+gymnasium id on `GymnasiumBatchedEnv` (`gymnasium_env.py`); anything else
+plugs in through `create_environment.env_load_fn`.
+"""
+
+from typing import Callable, Optional
+
+import gin
+
+from alf_async.environments.cartpole import CartPoleBatchedEnv
+from alf_async.environments.gymnasium_env import GymnasiumBatchedEnv
+
+_CARTPOLES = ("CartPole-v1", "CartPoleNoVelocity-v1")
+
+
+def load_batched_env(env_name: str, num_envs: int, seed: Optional[int] = None):
+    """Default `env_load_fn`: a batched env of `num_envs` sub-envs.
+
+    CartPole-v1 (and `CartPoleNoVelocity-v1`, its partially observable twin)
+    use the numpy-vectorised `CartPoleBatchedEnv`; any other name is a
+    gymnasium id, stepped by `GymnasiumBatchedEnv`.
+    """
+    if env_name in _CARTPOLES:
+        return CartPoleBatchedEnv(num_envs, seed=seed,
+                                  hide_velocity=env_name == "CartPoleNoVelocity-v1")
+    return GymnasiumBatchedEnv(env_name, num_envs, seed=seed)
+
+
+@gin.configurable(module="alf_async")
+def create_environment(env_name: str = "CartPole-v1",
+                       num_parallel_environments: int = 16,
+                       env_load_fn: Callable = load_batched_env,
+                       seed: Optional[int] = None):
+    """Creates one batched env of `num_parallel_environments` sub-envs.
+
+    Args:
+        env_name: name passed to `env_load_fn` (a gymnasium id by default).
+        num_parallel_environments: B, sub-envs stepped together.
+        env_load_fn: `fn(env_name, num_envs, seed)` returning a batched
+            tf-agents `PyEnvironment` with `batch_size == num_envs`.
+        seed: seed for the sub-envs (None: random).
+
+    Returns:
+        A batched `PyEnvironment`.
+
+    Raises:
+        ValueError: a bad size, an unknown id or an unsupported space (names
+            the setting).
+    """
+    if num_parallel_environments < 1:
+        raise ValueError(
+            f"num_parallel_environments must be >= 1, got {num_parallel_environments}")
+    env = env_load_fn(env_name, num_parallel_environments, seed)
+    if not env.batched or env.batch_size != num_parallel_environments:
+        raise ValueError(
+            f"env_load_fn returned an env with batch_size={env.batch_size}, "
+            f"expected num_parallel_environments={num_parallel_environments}")
+    return env
