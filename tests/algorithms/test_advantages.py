@@ -1,5 +1,4 @@
 import numpy as np
-import tensorflow as tf
 from tf_agents.trajectories import time_step as ts
 
 from alf_async.algorithms import advantages
