@@ -185,6 +185,7 @@ class AsyncOffPolicyDriver:
         self.stats = EpisodeStats(num_envs, self._batch_size, episode_window)
         self._threads = self._make_threads(num_envs, num_actor_queues, seed)
         self._started = self._stopped = self._error_raised = False
+        self.compile_seconds = {}  # thread name -> seconds its prepare() took (start())
         self._busy_since, self._busy_totals = time.perf_counter(), {}
 
     def _make_threads(self, num_envs: int, num_actor_queues: int, seed: Optional[int]):
@@ -304,11 +305,13 @@ class AsyncOffPolicyDriver:
         if self._started:
             raise RuntimeError("AsyncOffPolicyDriver.start() was already called")
         for thread in self._threads:
+            start = time.perf_counter()
             try:
                 thread.prepare()
             except Exception as error:
                 raise ThreadError(
                     f"{thread.name} failed: {type(error).__name__}: {error}") from error
+            self.compile_seconds[thread.name] = time.perf_counter() - start
         self._started = True
         for thread in self._threads:
             thread.start()

@@ -56,19 +56,23 @@ class GreedyPolicy(tf.Module):
     def __init__(self, algorithm):
         super().__init__(name="greedy_policy")
         self._actor_net = algorithm.actor_net
+        self._normalization = algorithm.normalization  # saved with the policy
         spec = tensor_spec.from_spec(algorithm.time_step_spec.observation)
         observation = tf.TensorSpec([None, *spec.shape], spec.dtype, name="observation")
+        # autograph=False throughout: as the driver's functions, for start-up time.
         if not algorithm.recurrent:
-            self.action = tf.function(self._action, input_signature=[observation])
+            self.action = tf.function(self._action, input_signature=[observation],
+                                      autograph=False)
             return
         state = [tf.TensorSpec([None, *s.shape], s.dtype)
                  for s in tf.nest.flatten(self._actor_net.state_spec)]
-        self.initial_state = tf.function(self._initial_state,
+        self.initial_state = tf.function(self._initial_state, autograph=False,
                                          input_signature=[tf.TensorSpec([], tf.int32)])
-        self.action = tf.function(self._recurrent_action, input_signature=[
+        self.action = tf.function(self._recurrent_action, autograph=False, input_signature=[
             observation, tf.TensorSpec([None], tf.int32, name="step_type"), state])
 
     def _action(self, observation):
+        observation = self._normalization.observation(observation)
         dist, _ = self._actor_net(observation, step_type=None, network_state=(), training=False)
         return dist.mode()
 
@@ -77,6 +81,7 @@ class GreedyPolicy(tf.Module):
 
     def _recurrent_action(self, observation, step_type, state):
         state = tf.nest.pack_sequence_as(self._actor_net.state_spec, state)
+        observation = self._normalization.observation(observation)
         dist, state = self._actor_net(observation, step_type=step_type, network_state=state,
                                       training=False)
         return dist.mode(), tf.nest.flatten(state)

@@ -167,9 +167,14 @@ class Learner(tf.Module):
     def place(self, batch: LearnBatch) -> DeviceBatch:
         """Copies a learn batch onto the replicas' devices.
 
+        First updates the algorithm's running statistics from the batch
+        (`algorithm.observe`), so call it once per batch, in arrival order.
+
         Thread-safety: may run in another thread while `update()` trains on
         the previous batch (the driver's prefetching does this).
         """
+        with self._strategy.scope():
+            self._algorithm.observe(batch)
         experience, bootstrap = self._distribute(batch)
         return DeviceBatch(experience, bootstrap, batch.experience.policy_version,
                            batch.env_steps)
@@ -238,16 +243,18 @@ class Learner(tf.Module):
 
         return self._strategy.experimental_distribute_values_from_function(shard)
 
-    @tf.function
+    @tf.function(autograph=False)  # converting the algorithm's code would take seconds
     def _train(self, experience, bootstrap, policy_version):
         lag = tf.cast(self.train_step - policy_version, tf.float32)
         samples = self._strategy.run(self._algorithm.preprocess, (experience, bootstrap))
         orders = self._strategy.run(self._epoch_orders, (samples["mask"], self.train_step))
         num_steps = self._num_epochs * self._num_minibatches
         totals = self._reduced_sgd_step(samples, orders, 0)
-        for i in tf.range(1, num_steps):
-            totals = tf.nest.map_structure(tf.add, totals,
-                                           self._reduced_sgd_step(samples, orders, i))
+        _, totals = tf.while_loop(
+            lambda i, _: i < num_steps,
+            lambda i, totals: (i + 1, tf.nest.map_structure(
+                tf.add, totals, self._reduced_sgd_step(samples, orders, i))),
+            (tf.constant(1), totals), parallel_iterations=1)
         self.train_step.assign_add(1)
         means = {k: v / num_steps for k, v in totals.items()}
         step = self.train_step

@@ -49,6 +49,11 @@ class NestFIFOQueue:
     def capacity(self) -> int:
         return self._capacity
 
+    @property
+    def spec(self) -> Nest:
+        """The nest of `tf.TensorSpec` of one element."""
+        return self._spec
+
     def enqueue(self, element: Nest) -> None:
         """Adds one element, blocking while the queue is full."""
         self._queue.enqueue(tf.nest.flatten(element))

@@ -86,9 +86,9 @@ class EnvThread(DriverThread):
     and a `LogRecord` to the log queue. The policy state it carries is reset
     to the initial state where a time step is FIRST.
 
-    A whole unroll is one compiled call (the env steps through
-    `tf.numpy_function`), so that the per-step cost is a few graph ops
-    rather than a round of Python and eager ops.
+    A whole unroll is one compiled call (a `tf.while_loop` over the steps;
+    the env steps through `tf.numpy_function`), so that the per-step cost is
+    a few graph ops rather than a round of Python and eager ops.
     """
 
     def __init__(self, name: str, coord: tf.train.Coordinator, queues: TFQueues, env,
@@ -129,7 +129,9 @@ class EnvThread(DriverThread):
         self._action_spec = env.action_spec()
         self._carry = None  # (time step, policy state) between unrolls
         self._env_error = None
-        self._unroll = tf.function(self._unroll_fn)
+        # No autograph: the loops are explicit, and converting the policy's
+        # code would take seconds at start-up (README, Start-up time).
+        self._unroll = tf.function(self._unroll_fn, autograph=False)
         self.num_unrolls = 0  # unrolls put on the learn queue (read by diagnostics)
         self.busy_seconds = 0.0  # time spent stepping the env (read by the trainer)
 
@@ -178,26 +180,35 @@ class EnvThread(DriverThread):
             with tf.control_dependencies([self._permits.dequeue()]):
                 time_step, policy_state = tf.nest.map_structure(tf.identity,
                                                                 (time_step, policy_state))
-        steps = []
-        for _ in range(self._unroll_length):
-            first = tf.equal(time_step.step_type, ts.StepType.FIRST)
-            policy_state = tf.nest.map_structure(
-                lambda s, s0: tf.where(tf.reshape(first, [-1] + [1] * (s.shape.rank - 1)),
-                                       s0, s),
-                policy_state, self._initial_policy_state)
-            reply = self._request_actions(
-                ActRequest(time_step.observation, time_step.step_type, policy_state,
-                           self._env_id))
-            steps.append(Experience(time_step, reply.action, reply.log_prob, policy_state,
-                                    reply.policy_version))
-            policy_state = reply.policy_state
-            time_step = self._env_step(reply.action)
-        experience = tf.nest.map_structure(lambda *xs: tf.stack(xs), *steps)
+        steps = tf.nest.map_structure(
+            lambda s: tf.TensorArray(s.dtype, size=self._unroll_length,
+                                     element_shape=s.shape[1:]),
+            self._queues.learn_queue.spec.experience)
+        # One step's graph in a loop, not T copies of it: tracing and graph
+        # optimisation take a T-th of the time.
+        _, time_step, policy_state, steps = tf.while_loop(
+            lambda t, *_: t < self._unroll_length, self._one_step,
+            (tf.constant(0), time_step, policy_state, steps), parallel_iterations=1)
+        experience = tf.nest.map_structure(lambda array: array.stack(), steps)
         self._queues.learn_queue.enqueue(Unroll(experience, time_step, self._env_id))
         self._queues.log_queue.enqueue(
             LogRecord(experience.time_step.reward, experience.time_step.step_type,
                       self._env_id))
         return time_step, policy_state
+
+    def _one_step(self, t, time_step, policy_state, steps):
+        """Acts on `time_step`, records it as step `t` of `steps` and steps the env."""
+        first = tf.equal(time_step.step_type, ts.StepType.FIRST)
+        policy_state = tf.nest.map_structure(
+            lambda s, s0: tf.where(tf.reshape(first, [-1] + [1] * (s.shape.rank - 1)), s0, s),
+            policy_state, self._initial_policy_state)
+        reply = self._request_actions(
+            ActRequest(time_step.observation, time_step.step_type, policy_state, self._env_id))
+        steps = tf.nest.map_structure(
+            lambda array, x: array.write(t, x), steps,
+            Experience(time_step, reply.action, reply.log_prob, policy_state,
+                       reply.policy_version))
+        return t + 1, self._env_step(reply.action), reply.policy_state, steps
 
     def _request_actions(self, request: ActRequest) -> ActReply:
         """The reply to one request: from the actor thread, or from our own call."""
@@ -273,7 +284,7 @@ class ActorThread(DriverThread):
             self._stride = stride
             self._counter = tf.Variable(index, dtype=tf.int32, trainable=False)
         self._busy = tf.Variable(0.0, dtype=tf.float64, trainable=False)
-        self._serve = tf.function(self._serve_requests)
+        self._serve = tf.function(self._serve_requests, autograph=False)  # as EnvThread
 
     @property
     def busy_seconds(self) -> float:
@@ -292,8 +303,12 @@ class ActorThread(DriverThread):
     def _serve_requests(self) -> None:
         # Calling a tf.function from Python costs about as much as one serve:
         # each call serves several times (README, Speed).
-        for _ in tf.range(self.SERVES_PER_CALL):
-            self._serve_once()
+        def serve(i):
+            self._serve_once()  # ordered within the loop by its queue ops
+            return i + 1
+
+        tf.while_loop(lambda i: i < self.SERVES_PER_CALL, serve, [tf.constant(0)],
+                      parallel_iterations=1)
 
     def _serve_once(self) -> None:
         if self._seed is None:

@@ -4,14 +4,20 @@
         --gin_param='AsyncOffPolicyDriver.learn_queue_cap=4'
 """
 
-import os
-import sys
+import time
 
-import gin
-from absl import app, flags, logging
+_IMPORTS_START = time.perf_counter()
 
-from alf_async import trainer
-from alf_async.errors import ThreadError
+import os  # pylint: disable=wrong-import-position
+import sys  # pylint: disable=wrong-import-position
+
+import gin  # pylint: disable=wrong-import-position
+from absl import app, flags, logging  # pylint: disable=wrong-import-position
+
+from alf_async import trainer  # pylint: disable=wrong-import-position
+from alf_async.errors import ThreadError  # pylint: disable=wrong-import-position
+
+_IMPORTS_SECONDS = time.perf_counter() - _IMPORTS_START
 
 flags.DEFINE_string("root_dir", None, "Directory for summaries, checkpoints and config.")
 flags.DEFINE_multi_string("gin_file", [], "Gin config file(s), applied in order.")
@@ -26,6 +32,7 @@ def _first_line(error: BaseException) -> str:
 
 def main(argv) -> None:
     del argv
+    logging.info("Imports: %.2f s", _IMPORTS_SECONDS)
     for path in FLAGS.gin_file:  # lets a config `include` its neighbours by name
         gin.add_config_file_search_path(os.path.dirname(os.path.abspath(path)))
     try:

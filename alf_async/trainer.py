@@ -80,6 +80,32 @@ class _SignalStop:
                         signal.Signals(signum).name)
 
 
+class _Timeline:
+    """Wall time of the run's phases, logged as one line at the end.
+
+    `tools/startup.py` reads that line to split the time to a result into
+    building, compiling, the first iteration, training and the final save.
+    """
+
+    def __init__(self):
+        self._last = time.perf_counter()
+        self._phases = []
+
+    def mark(self, phase: str, detail: str = "") -> None:
+        """Ends `phase` now (it began at the previous mark)."""
+        now = time.perf_counter()
+        self._phases.append(f"{phase} {now - self._last:.2f} s{detail}")
+        self._last = now
+
+    def log(self) -> None:
+        logging.info("Timeline: %s", ", ".join(self._phases))
+
+
+def _compile_detail(driver: AsyncOffPolicyDriver) -> str:
+    return " (" + ", ".join(f"{name} {seconds:.2f} s"
+                            for name, seconds in driver.compile_seconds.items()) + ")"
+
+
 class _Progress:
     """Rates and the console line, measured from the start of this run."""
 
@@ -328,6 +354,7 @@ def train(root_dir: str,
     """
     root_dir = check_writable(root_dir)
     interrupt = _SignalStop()
+    timeline = _Timeline()
     algorithm, learner, driver, loop = build(algorithm_class, seed)
     counters = _Counters(learner)
     done = _StopCondition(counters, num_iterations, num_env_steps, stop_at_return, interrupt)
@@ -343,22 +370,30 @@ def train(root_dir: str,
         eval_interval=eval_interval, num_eval_episodes=num_eval_episodes, seed=seed,
         log_interval_secs=log_interval_secs, num_env_steps=num_env_steps))
     _log_start(algorithm, learner, driver)
+    timeline.mark("build")
     driver.start()
+    timeline.mark("compile", _compile_detail(driver))
     try:
         with interrupt, writer.as_default(), tf.summary.record_if(
                 lambda: tf.equal(learner.train_step % summary_interval, 0)):
             tf.summary.text("config/operative_gin", config, step=counters.iteration)
-            average_return = float("nan")
+            average_return, first = float("nan"), True
             while not done(average_return):
                 driver.run_async()
+                if first:
+                    timeline.mark("first iteration")
+                    first = False
                 average_return = hooks.after_iteration()
             with tf.summary.record_if(True):  # the final state, whatever the interval
                 hooks.write_metrics()
     finally:
         driver.stop()
+    timeline.mark("training")
     manager.save(checkpoint_number=counters.iteration)
     export_policy(algorithm, root_dir)
     writer.flush()
+    timeline.mark("checkpoint and export")
+    timeline.log()
     result = _result(driver, learner, counters, progress)
     if interrupt.signum is not None:
         raise TrainingInterrupted(interrupt.signum, result["iteration"])

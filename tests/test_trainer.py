@@ -110,12 +110,13 @@ def test_cli_bad_input_is_one_line_and_nonzero(tmp_path, args, message):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("config", ["ppo_async", "impala_async", "ppo_async_multi_device"])
-def test_cli_trains_cartpole_to_475(tmp_path, config):
+@pytest.mark.parametrize("config, seed", [("ppo_async", 1), ("impala_async", 1),
+                                          ("impala_async", 2), ("ppo_async_multi_device", 1)])
+def test_cli_trains_cartpole_to_475(tmp_path, config, seed):
     root = str(tmp_path / config)
     result = _cli(f"--gin_file=gin_configs/{config}.gin", f"--root_dir={root}",
                   "--gin_param=train.stop_at_return=475", "--gin_param=train.num_env_steps=3000000",
-                  "--gin_param=train.seed=1")
+                  f"--gin_param=train.seed={seed}")
     assert result.returncode == 0, result.stderr[-3000:]
     scalars = read_scalars(root)
     missing = REQUIRED_TAGS - set(scalars)
@@ -126,6 +127,19 @@ def test_cli_trains_cartpole_to_475(tmp_path, config):
     assert scalars["Metrics/AverageReturn"][-1][1] >= 450
     replicas = 2 if config.endswith("multi_device") else 1
     assert scalars["learner/num_replicas"][-1][1] == replicas
+
+
+@pytest.mark.slow
+def test_pendulum_config_improves_by_600_over_its_first_evaluation(tmp_path):
+    root = str(tmp_path / "pendulum")
+    result = _cli("--gin_file=gin_configs/ppo_pendulum.gin", f"--root_dir={root}",
+                  "--gin_param=train.num_env_steps=300000", "--gin_param=train.eval_interval=5",
+                  "--gin_param=train.seed=1")
+    assert result.returncode == 0, result.stderr[-3000:]
+    evaluations = [value for _, value in read_scalars(root)["eval/AverageReturn"]]
+    assert len(evaluations) >= 10
+    assert evaluations[0] < -900  # the untrained policy swings the pendulum little
+    assert evaluations[-1] - evaluations[0] >= 600, evaluations
 
 
 @pytest.mark.slow

@@ -9,6 +9,7 @@ from tf_agents.specs import tensor_spec
 
 from alf_async import layout
 from alf_async.algorithms import advantages as adv_lib
+from alf_async.algorithms.normalization import Normalization
 from alf_async.schedules import Schedule, schedule_value
 
 Samples = Dict[str, tf.Tensor]
@@ -40,6 +41,8 @@ class ActorCriticAlgorithm(tf.Module):
                  entropy_coeff: Schedule = 0.0,
                  lstm_size: Optional[Sequence[int]] = None,
                  normalize_advantages: bool = True,
+                 normalize_observations: bool = False,
+                 normalize_rewards: bool = False,
                  name: str = "actor_critic"):
         """
         Args:
@@ -54,6 +57,10 @@ class ActorCriticAlgorithm(tf.Module):
                 feed-forward networks).
             normalize_advantages: normalise the policy-gradient advantages to
                 mean 0 and std 1 over each learn batch (all replicas).
+            normalize_observations: normalise observations by their running
+                mean and std (`Normalization`), for acting and learning.
+            normalize_rewards: divide rewards by the running std of the
+                discounted return, for learning.
         """
         super().__init__(name=name)
         self.time_step_spec = tensor_spec.from_spec(time_step_spec)
@@ -77,6 +84,8 @@ class ActorCriticAlgorithm(tf.Module):
         self.actor_net.create_variables()
         self.value_net.create_variables()
         self._gamma = discount
+        self.normalization = Normalization(obs_spec, discount, normalize_observations,
+                                           normalize_rewards)
         self._normalize_advantages = normalize_advantages
         self._value_loss_coeff = value_loss_coeff
         self._entropy_schedule = entropy_coeff
@@ -91,6 +100,16 @@ class ActorCriticAlgorithm(tf.Module):
     def set_env_steps(self, env_steps: int) -> None:
         """Moves the schedules (entropy coefficient) to `env_steps`."""
         self.entropy_coeff.assign(schedule_value(self._entropy_schedule, env_steps))
+
+    def observe(self, batch) -> None:
+        """Updates the running statistics (`Normalization`) from a `LearnBatch`.
+
+        Call once per learn batch, in the order they arrive (the learner's
+        `place()` does).
+        """
+        step_type = batch.experience.time_step.step_type  # [Q', T, B]
+        self.normalization.observe(batch.experience.time_step, batch.env_ids,
+                                   batch.env_steps // (step_type.shape[1] * step_type.shape[2]))
 
     @property
     def variables_to_train(self):
@@ -107,6 +126,7 @@ class ActorCriticAlgorithm(tf.Module):
             `(action, new_policy_state, log_prob)`, leading dim N.
         """
         actor_state, value_state = policy_state
+        observation = self.normalization.observation(observation)
         dist, actor_state = self.actor_net(observation, step_type=step_type,
                                            network_state=actor_state, training=False)
         if self.recurrent:  # the value network's memory follows the episode too
@@ -146,6 +166,8 @@ class ActorCriticAlgorithm(tf.Module):
         """
         steps = tf.nest.map_structure(layout.time_major_with_bootstrap,
                                       experience.time_step, bootstrap)
+        steps = steps._replace(observation=self.normalization.observation(steps.observation),
+                               reward=self.normalization.reward(steps.reward))
         values = self._over_time(self.value_net, steps, self._initial_states(experience)[1],
                                  lambda values, _: values)
         return steps, values, adv_lib.transition_mask(steps.step_type)
