@@ -164,8 +164,8 @@ class EnvThread(DriverThread):
             self._env.close()
         except Exception:  # pylint: disable=broad-except
             logging.exception("%s: closing the failed env raised too", self.name)
+        self._env_error = None  # from here on, an error is the new env's (or its factory's)
         self._env = self._env_factory(int(self._env_id))
-        self._env_error = None
         self._carry = None  # reset the env and the policy state; drop the partial unroll
         self.num_restarts += 1
 

@@ -58,15 +58,21 @@ def learner_only() -> float:
 
 
 def raw_env() -> float:
-    """The env alone with random actions, no TF: CartPole's numpy fast path, or
-    gymnasium's own `SyncVectorEnv` of the same B sub-envs for any other id."""
+    """The env alone with random actions, no TF: CartPole's numpy fast path, the
+    sub-envs in their worker processes (with --num_workers), or else gymnasium's
+    own `SyncVectorEnv` of the same B sub-envs."""
     name = gin.query_parameter("create_environment.env_name")
     b = gin.query_parameter("create_environment.num_parallel_environments")
-    if name.startswith("CartPole"):
+    if name.startswith("CartPole") or FLAGS.num_workers:
         env = create_environment(seed=0)
         env.reset()
-        rng = np.random.default_rng(0)
-        step = lambda: env.step(rng.integers(0, 2, b))
+        spec, rng = env.action_spec(), np.random.default_rng(0)
+        if np.issubdtype(spec.dtype, np.integer):
+            sample = lambda: rng.integers(spec.minimum, spec.maximum + 1, (b, *spec.shape))
+        else:
+            sample = lambda: rng.uniform(spec.minimum, spec.maximum,
+                                         (b, *spec.shape)).astype(spec.dtype)
+        step = lambda: env.step(sample())
     else:
         env = gym.vector.SyncVectorEnv([lambda: gym.make(name)] * b)
         env.reset(seed=0)

@@ -21,6 +21,7 @@ flags.DEFINE_integer("learn_queue_cap", None, "Q.")
 flags.DEFINE_integer("actor_queue_cap", None, "A.")
 flags.DEFINE_integer("num_actor_queues", None, "N.")
 flags.DEFINE_string("env_name", None, "create_environment.env_name.")
+flags.DEFINE_integer("num_workers", None, "create_environment.num_workers (env processes).")
 FLAGS = flags.FLAGS
 
 _SIZE_FLAGS = {
@@ -30,6 +31,7 @@ _SIZE_FLAGS = {
     "learn_queue_cap": "AsyncOffPolicyDriver.learn_queue_cap",
     "actor_queue_cap": "AsyncOffPolicyDriver.actor_queue_cap",
     "num_actor_queues": "AsyncOffPolicyDriver.num_actor_queues",
+    "num_workers": "create_environment.num_workers",
 }
 
 

@@ -17,24 +17,27 @@ from alf_async.environments.gymnasium_env import GymnasiumBatchedEnv
 _CARTPOLES = ("CartPole-v1", "CartPoleNoVelocity-v1")
 
 
-def load_batched_env(env_name: str, num_envs: int, seed: Optional[int] = None):
+def load_batched_env(env_name: str, num_envs: int, seed: Optional[int] = None,
+                     num_workers: int = 0):
     """Default `env_load_fn`: a batched env of `num_envs` sub-envs.
 
     CartPole-v1 (and `CartPoleNoVelocity-v1`, its partially observable twin)
-    use the numpy-vectorised `CartPoleBatchedEnv`; any other name is a
-    gymnasium id, stepped by `GymnasiumBatchedEnv`.
+    use the numpy-vectorised `CartPoleBatchedEnv` in this process; any other
+    name, or any name with `num_workers > 0`, is a gymnasium id stepped by
+    `GymnasiumBatchedEnv` (in `num_workers` worker processes if > 0).
     """
-    if env_name in _CARTPOLES:
+    if env_name in _CARTPOLES and not num_workers:
         return CartPoleBatchedEnv(num_envs, seed=seed,
                                   hide_velocity=env_name == "CartPoleNoVelocity-v1")
-    return GymnasiumBatchedEnv(env_name, num_envs, seed=seed)
+    return GymnasiumBatchedEnv(env_name, num_envs, seed=seed, num_workers=num_workers)
 
 
 @gin.configurable(module="alf_async")
 def create_environment(env_name: str = "CartPole-v1",
                        num_parallel_environments: int = 16,
                        env_load_fn: Callable = load_batched_env,
-                       seed: Optional[int] = None):
+                       seed: Optional[int] = None,
+                       num_workers: int = 0):
     """Creates one batched env of `num_parallel_environments` sub-envs.
 
     Args:
@@ -43,6 +46,9 @@ def create_environment(env_name: str = "CartPole-v1",
         env_load_fn: `fn(env_name, num_envs, seed)` returning a batched
             tf-agents `PyEnvironment` with `batch_size == num_envs`.
         seed: seed for the sub-envs (None: random).
+        num_workers: W > 0 steps each batched env's sub-envs in W worker
+            processes (B / W each; passed to `env_load_fn` as `num_workers`);
+            0 steps them in the env thread.
 
     Returns:
         A batched `PyEnvironment`.
@@ -54,7 +60,8 @@ def create_environment(env_name: str = "CartPole-v1",
     if num_parallel_environments < 1:
         raise ValueError(
             f"num_parallel_environments must be >= 1, got {num_parallel_environments}")
-    env = env_load_fn(env_name, num_parallel_environments, seed)
+    workers = dict(num_workers=num_workers) if num_workers else {}
+    env = env_load_fn(env_name, num_parallel_environments, seed, **workers)
     if not env.batched or env.batch_size != num_parallel_environments:
         raise ValueError(
             f"env_load_fn returned an env with batch_size={env.batch_size}, "

@@ -1,12 +1,8 @@
 """Any registered gymnasium environment as one batched tf-agents `PyEnvironment`.
 
-gymnasium 0.29's vector envs reset a finished sub-env inside the same
-`step()`, so they cannot give the separate `FIRST` step of this project's
-time-step convention without stepping the new episode blind. So
-`GymnasiumBatchedEnv` runs the B sub-envs' loop itself (the same Python loop
-as gymnasium's `SyncVectorEnv`): a finished sub-env reports `LAST` with its
-real final observation, and is reset on the next call, which reports `FIRST`
-with reward 0 and ignores its action.
+The sub-envs are stepped by `subenvs.SubEnvs` in this process, or by
+`subenvs.WorkerSubEnvs` in worker processes; this module turns their arrays
+into tf-agents time steps and checks the spaces.
 """
 
 from typing import Optional
@@ -17,13 +13,8 @@ from tf_agents.environments import py_environment
 from tf_agents.specs import array_spec
 from tf_agents.trajectories import time_step as ts
 
-
-def make_gymnasium_env(env_name: str, **kwargs) -> gym.Env:
-    """`gym.make(env_name)`; an unknown id is a ValueError naming the setting."""
-    try:
-        return gym.make(env_name, **kwargs)
-    except gym.error.Error as error:
-        raise ValueError(f"create_environment.env_name={env_name!r}: {error}") from None
+from alf_async.environments.subenvs import (SubEnvs, WorkerSubEnvs, make_gymnasium_env,
+                                            observation_dtype)
 
 
 def observation_spec_of(space: gym.Space, env_name: str) -> array_spec.ArraySpec:
@@ -35,8 +26,7 @@ def observation_spec_of(space: gym.Space, env_name: str) -> array_spec.ArraySpec
     if not isinstance(space, gym.spaces.Box):
         raise ValueError(f"create_environment.env_name={env_name!r}: observation space "
                          f"{space} is not supported (a Box is needed)")
-    dtype = np.uint8 if space.dtype == np.bool_ else space.dtype
-    return array_spec.ArraySpec(space.shape, dtype, name="observation")
+    return array_spec.ArraySpec(space.shape, observation_dtype(space), name="observation")
 
 
 def action_spec_of(space: gym.Space, env_name: str) -> array_spec.BoundedArraySpec:
@@ -68,27 +58,38 @@ class GymnasiumBatchedEnv(py_environment.PyEnvironment):
     Not thread-safe: one env thread owns one instance.
     """
 
-    def __init__(self, env_name: str, num_envs: int, seed: Optional[int] = None):
+    def __init__(self, env_name: str, num_envs: int, seed: Optional[int] = None,
+                 num_workers: int = 0):
         """
         Args:
             env_name: a registered gymnasium id.
             num_envs: B, the number of sub-envs.
             seed: sub-env i is seeded with `seed + i` at its first reset
                 (None: random).
+            num_workers: W > 0 steps the sub-envs in W worker processes of
+                B / W sub-envs each; 0 steps them in this process.
+
+        Raises:
+            ValueError: an unknown id, an unsupported space, or a W that does
+                not divide B (each names its setting).
         """
         super().__init__(handle_auto_reset=False)
-        self._envs = [make_gymnasium_env(env_name)]
-        env = self._envs[0]
-        self._observation_spec = observation_spec_of(env.observation_space, env_name)
-        self._action_spec = action_spec_of(env.action_space, env_name)
-        self._envs += [make_gymnasium_env(env_name) for _ in range(num_envs - 1)]
-        self._num_envs = num_envs
-        self._seeds = [None if seed is None else seed + i for i in range(num_envs)]
-        self._done = np.zeros(num_envs, bool)
-        space = env.action_space
+        if num_workers < 0 or (num_workers and num_envs % num_workers):
+            raise ValueError(f"create_environment.num_workers={num_workers} must be >= 0 and "
+                             f"divide num_parallel_environments={num_envs}")
+        probe = make_gymnasium_env(env_name)
+        self._observation_spec = observation_spec_of(probe.observation_space, env_name)
+        self._action_spec = action_spec_of(probe.action_space, env_name)
+        space, observation_space = probe.action_space, probe.observation_space
+        probe.close()
         self._discrete = isinstance(space, gym.spaces.Discrete)
         self._low, self._high, self._action_dtype = (
             (None, None, None) if self._discrete else (space.low, space.high, space.dtype))
+        self._num_envs = num_envs
+        seeds = [None if seed is None else seed + i for i in range(num_envs)]
+        self._subenvs = (WorkerSubEnvs(env_name, num_envs, num_workers, seeds,
+                                       observation_space, space) if num_workers
+                         else SubEnvs(env_name, num_envs, seeds))
 
     @property
     def batched(self) -> bool:
@@ -100,8 +101,13 @@ class GymnasiumBatchedEnv(py_environment.PyEnvironment):
 
     @property
     def envs(self):
-        """The B gymnasium envs (e.g. to render one)."""
-        return self._envs
+        """The B gymnasium envs (e.g. to render one); in-process sub-envs only."""
+        return self._subenvs.envs
+
+    @property
+    def worker_pids(self):
+        """The worker processes' ids (empty without workers)."""
+        return getattr(self._subenvs, "pids", [])
 
     def observation_spec(self):
         return self._observation_spec
@@ -109,38 +115,20 @@ class GymnasiumBatchedEnv(py_environment.PyEnvironment):
     def action_spec(self):
         return self._action_spec
 
-    def _buffers(self):
-        b, spec = self._num_envs, self._observation_spec
-        return (np.empty((b, *spec.shape), spec.dtype), np.zeros(b, np.float32),
-                np.ones(b, np.float32), np.full(b, ts.StepType.MID, np.int32))
+    @staticmethod
+    def _time_step(arrays) -> ts.TimeStep:
+        return ts.TimeStep(arrays["step_type"], arrays["reward"], arrays["discount"],
+                           arrays["observation"])
 
     def _reset(self):
-        observation, reward, discount, step_type = self._buffers()
-        for i, env in enumerate(self._envs):
-            observation[i], _ = env.reset(seed=self._seeds[i])
-            self._seeds[i] = None  # seed once: later resets continue the stream
-        self._done[:] = False
-        step_type[:] = ts.StepType.FIRST
-        return ts.TimeStep(step_type, reward, discount, observation)
+        return self._time_step(self._subenvs.reset())
 
     def _step(self, action):
-        observation, reward, discount, step_type = self._buffers()
-        if not self._discrete:
+        if self._discrete:
+            action = np.asarray(action)
+        else:
             action = np.clip(action, self._low, self._high).astype(self._action_dtype)
-        for i, env in enumerate(self._envs):
-            if self._done[i]:
-                observation[i], _ = env.reset()
-                step_type[i] = ts.StepType.FIRST
-                self._done[i] = False
-                continue
-            observation[i], reward[i], terminated, truncated, _ = env.step(
-                int(action[i]) if self._discrete else action[i])
-            if terminated or truncated:
-                step_type[i] = ts.StepType.LAST
-                discount[i] = 0.0 if terminated else 1.0
-                self._done[i] = True
-        return ts.TimeStep(step_type, reward, discount, observation)
+        return self._time_step(self._subenvs.step(action))
 
     def close(self) -> None:
-        for env in self._envs:
-            env.close()
+        self._subenvs.close()

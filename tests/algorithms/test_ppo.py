@@ -109,3 +109,29 @@ def test_recurrent_learner_starts_sequences_from_the_stored_states():
                                                                samples["actor_state"]))
     kl = algo.loss(zeroed)["approx_kl"] * samples["mask"]
     assert np.abs(kl.numpy()).max() > 1e-3
+
+
+def test_continuous_actions_stored_unclipped_give_ratio_1_before_the_weights_move():
+    from tf_agents.specs import tensor_spec
+    obs_spec = tensor_spec.TensorSpec([3], tf.float32)
+    action_spec = tensor_spec.BoundedTensorSpec([2], tf.float32, -0.5, 0.5)
+    algo = PPOAlgorithm(ts.time_step_spec(obs_spec), action_spec, normalize_observations=True)
+    rng = np.random.default_rng(0)
+    q, t, b = 2, 5, 8
+    observation = rng.normal(2.0, 3.0, size=(q, t + 1, b, 3)).astype(np.float32)
+    actions, log_probs = [], []
+    for step in range(t):  # the actors' side: sample and record the behaviour log-prob
+        action, _, log_prob = algo.act(observation[:, step].reshape(-1, 3),
+                                       tf.ones([q * b], tf.int32), ((), ()))
+        actions.append(tf.reshape(action, [q, b, 2]))
+        log_probs.append(tf.reshape(log_prob, [q, b]))
+    action, log_prob = tf.stack(actions, 1), tf.stack(log_probs, 1)
+    assert np.mean(np.abs(action.numpy()) > 0.5) > 0.1  # many samples lie outside the bounds
+    time_step = ts.TimeStep(tf.ones([q, t, b], tf.int32), tf.ones([q, t, b]),
+                            tf.ones([q, t, b]), tf.constant(observation[:, :t]))
+    bootstrap = ts.TimeStep(tf.ones([q, b], tf.int32), tf.ones([q, b]), tf.ones([q, b]),
+                            tf.constant(observation[:, t]))
+    experience = Experience(time_step, action, log_prob, ((), ()), tf.zeros([q, t, b], tf.int64))
+    terms = algo.loss(algo.preprocess(experience, bootstrap))  # the learner's side
+    np.testing.assert_allclose(terms["approx_kl"].numpy(), 0.0, atol=1e-5)
+    assert float(tf.reduce_max(terms["clip_fraction"])) == 0.0

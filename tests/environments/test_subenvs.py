@@ -1,0 +1,135 @@
+import multiprocessing
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import gin
+import numpy as np
+import pytest
+
+from alf_async import trainer
+from alf_async.environments import GymnasiumBatchedEnv
+from alf_async.errors import ThreadError
+from fakes import timed_stop
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat") as stat:  # a zombie is dead too
+        return stat.read().split(")")[-1].split()[0] != "Z"
+
+
+@pytest.mark.parametrize("env_name", ["Pendulum-v1", "CartPole-v1"])
+def test_worker_processes_step_exactly_like_the_env_thread(env_name):
+    here = GymnasiumBatchedEnv(env_name, 4, seed=3)
+    there = GymnasiumBatchedEnv(env_name, 4, seed=3, num_workers=2)
+    assert len(there.worker_pids) == 2 and not here.worker_pids
+    rng = np.random.default_rng(0)
+    sample = lambda: (rng.uniform(-3, 3, (4, 1)).astype(np.float32) if env_name == "Pendulum-v1"
+                      else rng.integers(0, 2, 4))
+    steps = [(here.reset(), there.reset())]
+    for _ in range(230):  # Pendulum's time limit (200) gives LAST then FIRST
+        action = sample()
+        steps.append((here.step(action), there.step(action)))
+    here.close()
+    there.close()
+    for a, b in steps:
+        for x, y in zip(a, b):
+            np.testing.assert_array_equal(x, y)
+    step_types = np.stack([a.step_type for a, _ in steps])
+    assert (step_types == 2).any() and (step_types[1:] == 0).any()  # episodes ended, restarted
+    assert not any(_alive(pid) for pid in there.worker_pids)
+
+
+def test_a_killed_worker_is_an_error_naming_it_and_close_reaps_the_rest():
+    env = GymnasiumBatchedEnv("CartPole-v1", 4, seed=0, num_workers=2)
+    env.reset()
+    pids = env.worker_pids
+    os.kill(pids[1], signal.SIGKILL)
+    with pytest.raises(RuntimeError, match=rf"env worker 1 \(pid {pids[1]}\) exited with code -9"):
+        for _ in range(10):
+            env.step(np.zeros(4, np.int64))
+    env.close()
+    assert not any(_alive(pid) for pid in pids)
+
+
+def test_num_workers_must_divide_the_sub_envs():
+    with pytest.raises(ValueError, match="create_environment.num_workers=3"):
+        GymnasiumBatchedEnv("CartPole-v1", 4, num_workers=3)
+
+
+def _started_driver(restart: bool):
+    gin.clear_config()
+    gin.parse_config_files_and_bindings(["gin_configs/ppo_async.gin"], [
+        "create_environment.num_workers = 2", "create_environment.num_parallel_environments = 8",
+        f"AsyncOffPolicyDriver.restart_failed_envs = {restart}"])
+    _, _, driver, _ = trainer.build(seed=1)
+    driver.start()
+    return driver
+
+
+@pytest.mark.parametrize("restart", [False, True])
+def test_driver_with_a_killed_worker_stops_naming_the_env_thread_or_restarts_it(
+        restart, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    driver = _started_driver(restart)
+    pids = [pid for env in driver._envs for pid in env.worker_pids]  # pylint: disable=protected-access
+    assert len(pids) == 4  # 2 env threads x 2 workers
+    try:
+        driver.get_training_exps()
+        os.kill(pids[0], signal.SIGKILL)
+        if restart:
+            for _ in range(5):
+                driver.get_training_exps()
+            assert driver.env_restarts == 1
+        else:
+            with pytest.raises(ThreadError, match=r"EnvThread0 failed: .*exited with code -9"):
+                for _ in range(50):
+                    driver.get_training_exps()
+    finally:
+        timed_stop(driver, bound=5.0)  # the error was raised once, by get_training_exps()
+    deadline = time.time() + 5
+    while multiprocessing.active_children() and time.time() < deadline:
+        time.sleep(0.05)
+    assert not multiprocessing.active_children()
+    assert not any(_alive(pid) for pid in pids)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_no_worker_outlives_a_signalled_trainer(tmp_path, signum):
+    root = str(tmp_path / "run")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "alf_async.train", "--gin_file=gin_configs/ppo_async.gin",
+         f"--root_dir={root}", "--gin_param=create_environment.num_workers=2",
+         "--gin_param=create_environment.env_name='Pendulum-v1'",
+         "--gin_param=train.log_interval_secs=0.5"],
+        cwd=ROOT, stderr=subprocess.PIPE, text=True)
+    try:
+        for line in process.stderr:  # training is under way once progress is logged
+            if "frames/s" in line:
+                break
+        process.send_signal(signum)
+        process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=10)
+    assert process.returncode == 128 + signum
+    survivors = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if root.encode() in f.read() and _alive(int(pid)):
+                    survivors.append(int(pid))
+        except OSError:
+            pass
+    for pid in survivors:
+        os.kill(pid, signal.SIGKILL)
+    assert not survivors
