@@ -40,7 +40,8 @@ def main(argv) -> None:
     gin.parse_config_file(os.path.join(FLAGS.root_dir, "operative_config.gin"),
                           skip_unknown=True)
     policy = tf.saved_model.load(policy_dir)
-    env = create_environment(num_parallel_environments=FLAGS.num_episodes, seed=FLAGS.seed)
+    env = create_environment(num_parallel_environments=FLAGS.num_episodes, num_workers=0,
+                             seed=FLAGS.seed)
     mean_return, mean_length = run_episodes(greedy_actions(policy, FLAGS.num_episodes), env,
                                             FLAGS.num_episodes)
     logging.info("Played %d greedy episodes: average return %.1f, average length %.1f",

@@ -161,7 +161,7 @@ def _write_metrics(driver: AsyncOffPolicyDriver, loop: LearnerLoop, learner: Lea
 
 
 def _evaluate(algorithm, iteration, num_episodes: int, seed: Optional[int]) -> None:
-    env = create_environment(num_parallel_environments=num_episodes,
+    env = create_environment(num_parallel_environments=num_episodes, num_workers=0,
                              seed=None if seed is None else seed - 1)
     average_return, average_length = run_episodes(
         greedy_actions(GreedyPolicy(algorithm), num_episodes), env, num_episodes)

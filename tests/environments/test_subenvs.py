@@ -133,3 +133,15 @@ def test_no_worker_outlives_a_signalled_trainer(tmp_path, signum):
     for pid in survivors:
         os.kill(pid, signal.SIGKILL)
     assert not survivors
+
+
+def test_evaluation_plays_in_process_whatever_num_workers_says(tmp_path, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    gin.clear_config()
+    gin.parse_config_files_and_bindings(["gin_configs/ppo_async.gin"], [
+        "create_environment.num_workers = 2", "create_environment.num_parallel_environments = 8"])
+    # 3 evaluation episodes would not split over 2 workers: evaluation must not use them.
+    result = trainer.train(str(tmp_path), num_iterations=2, num_env_steps=None, eval_interval=1,
+                           num_eval_episodes=3, seed=1)
+    assert result["iteration"] == 2
+    assert not multiprocessing.active_children()
