@@ -17,6 +17,12 @@ from fakes import timed_stop
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
+@pytest.fixture(autouse=True)
+def _clear_gin():
+    yield
+    gin.clear_config()  # later modules expect gin's defaults
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
