@@ -334,8 +334,10 @@ def test_busy_fractions_point_at_the_slow_stage():
         env.step = lambda action, step=env.step: time.sleep(0.005) or step(action)
     driver.start()
     try:
-        driver.busy_fractions()  # start the window after start-up
-        for _ in range(8):
+        for _ in range(2):  # every thread has traced and run: start-up is out of the window
+            driver.get_training_exps()
+        driver.busy_fractions()  # start the window here
+        for _ in range(16):
             driver.get_training_exps()
         busy = driver.busy_fractions()
     finally:
