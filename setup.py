@@ -20,6 +20,11 @@ INSTALL_REQUIRES = [
 
 MUJOCO = ["mujoco==3.2.7", "imageio==2.38.1"]
 BOX2D = ["box2d==2.3.10"]
+# ale-py 0.10.2 carries the Atari ROMs in its wheel (0.11+ needs gymnasium 1.x);
+# newer opencv builds pull numpy 2.
+ATARI = ["ale-py==0.10.2", "opencv-python-headless==4.11.0.86"]
+# minatar pulls pandas and seaborn; these pins keep numpy < 2.
+MINATAR = ["minatar==1.0.15", "pandas==2.2.3", "scipy==1.13.1", "seaborn==0.13.2"]
 
 setup(
     name="alf_async",
@@ -33,8 +38,11 @@ setup(
         "mujoco": MUJOCO,
         # A prebuilt Box2D wheel; gymnasium[box2d] wants box2d-py, which needs swig.
         "box2d": BOX2D,
+        # Atari through ALE (DeepMind preprocessing) and MinAtar's 10x10 pixel games.
+        "atari": ATARI,
+        "minatar": MINATAR,
         "test": ["pytest==9.2.0", "pytest-timeout==2.4.0", "matplotlib==3.8.4",
-                 *MUJOCO, *BOX2D],
+                 *MUJOCO, *BOX2D, *ATARI, *MINATAR],
         "plot": ["matplotlib==3.8.4"],
     },
 )

@@ -292,6 +292,16 @@ class AsyncOffPolicyDriver:
         """Q * T * B, the env steps of one learn batch."""
         return self._learn_queue_cap * self._unroll_length * self._batch_size
 
+    @property
+    def unroll_bytes(self) -> int:
+        """Bytes of one unroll as the learn queue holds it (`[T, B, ...]` leaves).
+
+        A learn batch is `unrolls_per_batch` of them; the learn queue holds at
+        most Q. Pixels stay uint8, so they count 1 byte each.
+        """
+        return sum(int(np.prod(spec.shape)) * spec.dtype.size
+                   for spec in tf.nest.flatten(self._queues.learn_queue.spec))
+
     def learn_queue_size(self) -> int:
         return int(self._queues.learn_queue.size())
 

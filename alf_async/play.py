@@ -5,13 +5,12 @@
 Loads the policy exported at the end of training (`root_dir/policy`), makes
 the env of the run's operative gin config and prints the mean return. With
 `--gif=episode.gif` it also records one episode of a gymnasium env of the
-same name (rendered as `rgb_array`).
+same name (rendered as `rgb_array`; Atari as the full screen).
 """
 
 import os
 
 import gin
-import gymnasium as gym
 import numpy as np
 import tensorflow as tf
 from absl import app, flags, logging
@@ -19,6 +18,7 @@ from tf_agents.trajectories import time_step as ts
 
 from alf_async import trainer  # noqa: F401  (registers the configurables)
 from alf_async.environments import create_environment
+from alf_async.environments.subenvs import make_gymnasium_env, observation_dtype
 from alf_async.evaluation import greedy_actions, run_episodes
 
 flags.DEFINE_string("root_dir", None, "A training run's root_dir.")
@@ -56,24 +56,38 @@ def main(argv) -> None:
 
 
 def record_episode(policy, env_name: str, seed=None, max_steps: int = 10_000):
-    """Frames (PIL images) of one greedy episode of gymnasium's `env_name`."""
-    from PIL import Image  # pylint: disable=import-outside-toplevel
+    """Frames (PIL images) of one greedy episode of gymnasium's `env_name`.
 
+    Atari ids are preprocessed as in training; the frames are the full-size
+    screen. Small screens (MinAtar's 10x10) are scaled up.
+    """
     gym_name, observed = _GYM_TWINS.get(env_name, (env_name, slice(None)))
-    env = gym.make(gym_name, render_mode="rgb_array")
+    env = make_gymnasium_env(gym_name, render_mode="rgb_array")
+    dtype = observation_dtype(env.observation_space)
     observation, _ = env.reset(seed=seed)
-    frames = [Image.fromarray(env.render())]
+    frames = [_image(env.render())]
     act = greedy_actions(policy, 1)
     for step in range(max_steps):
         step_type = ts.StepType.FIRST if step == 0 else ts.StepType.MID
-        observation = np.asarray(observation, np.float32)[observed]
+        observation = np.asarray(observation).astype(dtype)[observed]
         action = np.asarray(act(observation[None], [step_type]))[0]
         observation, _, terminated, truncated, _ = env.step(int(action))
-        frames.append(Image.fromarray(env.render()))
+        frames.append(_image(env.render()))
         if terminated or truncated:
             break
     env.close()
     return frames
+
+
+def _image(frame: np.ndarray, min_size: int = 160):
+    """An `[H, W, 3]` rgb frame (uint8, or float in [0, 1]) as a PIL image >= `min_size` high."""
+    from PIL import Image  # pylint: disable=import-outside-toplevel
+
+    if np.issubdtype(frame.dtype, np.floating):
+        frame = (np.clip(frame, 0.0, 1.0) * 255).astype(np.uint8)
+    image = Image.fromarray(frame)
+    scale = max(1, -(-min_size // frame.shape[0]))
+    return image.resize((frame.shape[1] * scale, frame.shape[0] * scale), Image.NEAREST)
 
 
 if __name__ == "__main__":

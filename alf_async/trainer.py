@@ -257,9 +257,11 @@ def _write_config(root_dir: str) -> str:
 def _log_start(algorithm, learner: Learner, driver: AsyncOffPolicyDriver) -> None:
     logging.info(
         "Training %s: %d env threads x %d sub-envs, unroll_length %d, learn_queue_cap %d "
-        "(%d frames per learn batch), %d learner replica(s) on %s", type(algorithm).__name__,
-        driver.num_envs, driver.batch_size, driver.unroll_length, driver.learn_queue_cap,
-        driver.env_steps_per_batch, learner.strategy.num_replicas_in_sync,
+        "(%d frames, %.3g MiB per learn batch), %d learner replica(s) on %s",
+        type(algorithm).__name__, driver.num_envs, driver.batch_size, driver.unroll_length,
+        driver.learn_queue_cap, driver.env_steps_per_batch,
+        driver.unrolls_per_batch * driver.unroll_bytes / 2**20,
+        learner.strategy.num_replicas_in_sync,
         ", ".join(learner.devices))
 
 

@@ -1,4 +1,5 @@
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -6,6 +7,7 @@ import threading
 import time
 
 import gin
+import numpy as np
 import pytest
 import tensorflow as tf
 from tensorboard.backend.event_processing import event_accumulator
@@ -105,7 +107,6 @@ def test_cli_bad_input_is_one_line_and_nonzero(tmp_path, args, message):
     assert result.returncode == 2
     errors = [l for l in result.stderr.splitlines() if l.startswith("E")]
     assert len(errors) == 1, result.stderr
-    import re
     assert re.search(message, errors[0]), errors[0]
 
 
@@ -129,6 +130,36 @@ def test_cli_trains_cartpole_to_475(tmp_path, config, seed):
     assert scalars["learner/num_replicas"][-1][1] == replicas
 
 
+@pytest.mark.parametrize("config, frame, overrides", [
+    ("ppo_minatar", (10, 10, 4), []),
+    ("impala_atari", (84, 84, 4), ["--gin_param=make_atari_env.max_episode_steps=40",
+                                   "--gin_param=create_environment.num_workers=2"]),
+])
+def test_pixel_configs_train_evaluate_export_and_play_on_uint8_frames(tmp_path, config, frame,
+                                                                     overrides):
+    root = tmp_path / config
+    b, t = 4, 8
+    result = _cli(f"--gin_file=gin_configs/{config}.gin", f"--root_dir={root}",
+                  "--gin_param=train.num_iterations=2", "--gin_param=train.num_env_steps=None",
+                  f"--gin_param=create_environment.num_parallel_environments={b}",
+                  f"--gin_param=AsyncOffPolicyDriver.unroll_length={t}",
+                  "--gin_param=train.eval_interval=2", "--gin_param=train.num_eval_episodes=2",
+                  "--gin_param=train.seed=1", *overrides, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    # The learn batch's size proves its frames are uint8: float32 would be 4x the pixels.
+    mib = float(re.search(r"([\d.e+-]+) MiB per learn batch", result.stderr).group(1))
+    pixels = 2 * t * b * int(np.prod(frame))  # Q * T * B frames
+    assert pixels <= mib * 2**20 * 1.05 and mib * 2**20 < 1.5 * pixels
+    assert [s for s, _ in read_scalars(str(root))["eval/AverageReturn"]] == [2]
+    gif = tmp_path / "episode.gif"
+    play = subprocess.run([sys.executable, "-m", "alf_async.play", f"--root_dir={root}",
+                           "--num_episodes=2", f"--gif={gif}"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert play.returncode == 0, play.stderr[-2000:]
+    frames = int(play.stdout.split("wrote")[1].split("(")[1].split()[0])
+    assert gif.read_bytes()[:6] == b"GIF89a" and frames >= 2
+
+
 @pytest.mark.slow
 def test_pendulum_config_improves_by_600_over_its_first_evaluation(tmp_path):
     root = str(tmp_path / "pendulum")
@@ -140,6 +171,33 @@ def test_pendulum_config_improves_by_600_over_its_first_evaluation(tmp_path):
     assert len(evaluations) >= 10
     assert evaluations[0] < -900  # the untrained policy swings the pendulum little
     assert evaluations[-1] - evaluations[0] >= 600, evaluations
+
+
+def _random_play_return(env_name, episodes=200, seed=0):
+    import gymnasium as gym
+    env = gym.make(env_name)
+    env.action_space.seed(seed)
+    total = 0.0
+    for episode in range(episodes):
+        env.reset(seed=seed + episode)
+        done = False
+        while not done:
+            _, reward, terminated, truncated, _ = env.step(env.action_space.sample())
+            total += reward
+            done = terminated or truncated
+    return total / episodes
+
+
+@pytest.mark.slow
+def test_minatar_breakout_learns_to_5x_what_random_play_reaches(tmp_path):
+    random_return = _random_play_return("MinAtar/Breakout-v1")
+    root = str(tmp_path / "minatar")
+    result = _cli("--gin_file=gin_configs/ppo_minatar.gin", f"--root_dir={root}",
+                  "--gin_param=train.num_env_steps=400000", "--gin_param=train.seed=1")
+    assert result.returncode == 0, result.stderr[-3000:]
+    returns = [value for _, value in read_scalars(root)["Metrics/AverageReturn"]]
+    assert 0.1 < random_return < 1.0  # a random paddle rarely hits the ball
+    assert max(returns[-3:]) >= 5 * random_return, (random_return, returns[-3:])
 
 
 @pytest.mark.slow

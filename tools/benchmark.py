@@ -24,6 +24,7 @@ from absl import app, flags
 
 import toolkit  # tools/toolkit.py: gin and size flags, rate(), with_driver()
 from alf_async.environments import create_environment
+from alf_async.environments.subenvs import make_gymnasium_env
 
 flags.DEFINE_float("duration", 15.0, "Seconds measured per figure.")
 flags.DEFINE_float("warmup", 5.0, "Seconds of warm-up before each measurement.")
@@ -60,7 +61,7 @@ def learner_only() -> float:
 def raw_env() -> float:
     """The env alone with random actions, no TF: CartPole's numpy fast path, the
     sub-envs in their worker processes (with --num_workers), or else gymnasium's
-    own `SyncVectorEnv` of the same B sub-envs."""
+    own `SyncVectorEnv` of the same B sub-envs (Atari ids preprocessed as in training)."""
     name = gin.query_parameter("create_environment.env_name")
     b = gin.query_parameter("create_environment.num_parallel_environments")
     if name.startswith("CartPole") or FLAGS.num_workers:
@@ -74,7 +75,7 @@ def raw_env() -> float:
                                          (b, *spec.shape)).astype(spec.dtype)
         step = lambda: env.step(sample())
     else:
-        env = gym.vector.SyncVectorEnv([lambda: gym.make(name)] * b)
+        env = gym.vector.SyncVectorEnv([lambda: make_gymnasium_env(name)] * b)
         env.reset(seed=0)
         env.action_space.seed(0)
         step = lambda: env.step(env.action_space.sample())

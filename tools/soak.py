@@ -3,10 +3,12 @@
     python tools/soak.py --minutes=30 --out=soak.json
 
 Resident memory should be flat once warm-up is over: the report gives the
-growth from the sample at `--warmup_minutes` to the last one.
+growth from the sample at `--warmup_minutes` to the last one. With env worker
+processes (`--num_workers`), their memory is sampled too.
 """
 
 import json
+import multiprocessing
 import threading
 import time
 
@@ -30,6 +32,19 @@ def resident_mib() -> float:
     raise RuntimeError("VmRSS not found in /proc/self/status")
 
 
+def workers_pss_mib() -> float:
+    """The env worker processes' proportional set size (their own share of memory:
+    forked children map much of this process's memory too), from /proc (Linux)."""
+    total = 0
+    for child in multiprocessing.active_children():
+        try:
+            with open(f"/proc/{child.pid}/smaps_rollup") as rollup:
+                total += sum(int(line.split()[1]) for line in rollup if line.startswith("Pss:"))
+        except FileNotFoundError:  # it ended meanwhile
+            continue
+    return total / 1024
+
+
 def main(argv) -> None:
     del argv
     toolkit.parse_gin()
@@ -44,6 +59,7 @@ def main(argv) -> None:
                 last = time.time()
                 samples.append(dict(minutes=round((last - start) / 60, 2),
                                     rss_mib=round(resident_mib(), 1),
+                                    workers_pss_mib=round(workers_pss_mib(), 1),
                                     threads=threading.active_count()))
                 print(json.dumps(samples[-1]), flush=True)
     finally:
@@ -51,6 +67,8 @@ def main(argv) -> None:
     after_warmup = [s for s in samples if s["minutes"] >= FLAGS.warmup_minutes] or samples
     growth = after_warmup[-1]["rss_mib"] / after_warmup[0]["rss_mib"] - 1
     summary = dict(minutes=FLAGS.minutes, rss_growth_after_warmup=round(growth, 4),
+                   last_rss_mib=samples[-1]["rss_mib"],
+                   last_workers_pss_mib=samples[-1]["workers_pss_mib"],
                    max_threads=max(s["threads"] for s in samples))
     print(json.dumps(summary))
     if FLAGS.out:

@@ -3,11 +3,9 @@
 from typing import Callable, Dict, Optional, Sequence
 
 import tensorflow as tf
-from tf_agents.networks import (actor_distribution_network, actor_distribution_rnn_network,
-                                value_network, value_rnn_network)
 from tf_agents.specs import tensor_spec
 
-from alf_async import layout
+from alf_async import layout, networks
 from alf_async.algorithms import advantages as adv_lib
 from alf_async.algorithms.normalization import Normalization
 from alf_async.schedules import Schedule, schedule_value
@@ -40,6 +38,10 @@ class ActorCriticAlgorithm(tf.Module):
                  value_loss_coeff: float = 0.5,
                  entropy_coeff: Schedule = 0.0,
                  lstm_size: Optional[Sequence[int]] = None,
+                 conv_layers: networks.ConvLayers = (),
+                 observation_scale: float = 1.0,
+                 reward_clip: Optional[float] = None,
+                 shared_torso: bool = False,
                  normalize_advantages: bool = True,
                  normalize_observations: bool = False,
                  normalize_rewards: bool = False,
@@ -55,6 +57,14 @@ class ActorCriticAlgorithm(tf.Module):
                 piecewise-linear points `[(env_steps, value), ...]`.
             lstm_size: LSTM layer sizes after the hidden layers (None:
                 feed-forward networks).
+            conv_layers: `(filters, kernel, stride)` per convolution before
+                the hidden layers, for `[H, W, C]` image observations.
+            observation_scale: observations are cast to float32 and multiplied
+                by this inside the networks (1/255 for uint8 pixels).
+            reward_clip: clip rewards to `[-reward_clip, reward_clip]` for
+                learning (None: as they are); returns are reported unclipped.
+            shared_torso: the value network is a linear head on the policy
+                network's encoder (feed-forward networks only).
             normalize_advantages: normalise the policy-gradient advantages to
                 mean 0 and std 1 over each learn batch (all replicas).
             normalize_observations: normalise observations by their running
@@ -67,26 +77,18 @@ class ActorCriticAlgorithm(tf.Module):
         self.action_spec = tensor_spec.from_spec(action_spec)
         self.recurrent = bool(lstm_size)
         obs_spec = self.time_step_spec.observation
-        act_fn = tf.keras.activations.get(activation)
-        if self.recurrent:
-            self.actor_net = actor_distribution_rnn_network.ActorDistributionRnnNetwork(
-                obs_spec, self.action_spec, input_fc_layer_params=tuple(actor_fc_layers),
-                lstm_size=tuple(lstm_size), output_fc_layer_params=(), activation_fn=act_fn)
-            self.value_net = value_rnn_network.ValueRnnNetwork(
-                obs_spec, input_fc_layer_params=tuple(value_fc_layers),
-                lstm_size=tuple(lstm_size), output_fc_layer_params=(), activation_fn=act_fn)
-        else:
-            self.actor_net = actor_distribution_network.ActorDistributionNetwork(
-                obs_spec, self.action_spec, fc_layer_params=tuple(actor_fc_layers),
-                activation_fn=act_fn)
-            self.value_net = value_network.ValueNetwork(
-                obs_spec, fc_layer_params=tuple(value_fc_layers), activation_fn=act_fn)
-        self.actor_net.create_variables()
-        self.value_net.create_variables()
+        if normalize_observations and not obs_spec.dtype.is_floating:
+            raise ValueError(f"{type(self).__name__}.normalize_observations=True needs float "
+                             f"observations, not {obs_spec.dtype.name} (scale pixels with "
+                             f"observation_scale)")
+        self.actor_net, self.value_net = networks.actor_and_value_networks(
+            obs_spec, self.action_spec, actor_fc_layers, value_fc_layers, activation,
+            conv_layers, observation_scale, lstm_size, shared_torso)
         self._gamma = discount
         self.normalization = Normalization(obs_spec, discount, normalize_observations,
                                            normalize_rewards)
         self._normalize_advantages = normalize_advantages
+        self._reward_clip = reward_clip
         self._value_loss_coeff = value_loss_coeff
         self._entropy_schedule = entropy_coeff
         self.entropy_coeff = tf.Variable(schedule_value(entropy_coeff, 0), trainable=False,
@@ -113,7 +115,10 @@ class ActorCriticAlgorithm(tf.Module):
 
     @property
     def variables_to_train(self):
-        return self.actor_net.trainable_variables + self.value_net.trainable_variables
+        """Both networks' trainable variables, each once (a shared torso is in both)."""
+        unique = {v.ref(): v for v in self.actor_net.trainable_variables
+                  + self.value_net.trainable_variables}
+        return list(unique.values())
 
     def act(self, observation, step_type, policy_state, greedy: bool = False, seed=None):
         """Acts on a batch of N observations (leaves `[N, ...]`).
@@ -166,8 +171,11 @@ class ActorCriticAlgorithm(tf.Module):
         """
         steps = tf.nest.map_structure(layout.time_major_with_bootstrap,
                                       experience.time_step, bootstrap)
+        reward = self.normalization.reward(steps.reward)
+        if self._reward_clip is not None:
+            reward = tf.clip_by_value(reward, -self._reward_clip, self._reward_clip)
         steps = steps._replace(observation=self.normalization.observation(steps.observation),
-                               reward=self.normalization.reward(steps.reward))
+                               reward=reward)
         values = self._over_time(self.value_net, steps, self._initial_states(experience)[1],
                                  lambda values, _: values)
         return steps, values, adv_lib.transition_mask(steps.step_type)

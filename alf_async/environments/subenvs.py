@@ -13,6 +13,8 @@ resets anything itself.
 
 Both return time steps as dicts of numpy arrays with leading dim B:
 `observation`, `reward`, `discount`, `step_type` (tf-agents' values).
+A MID step has discount 0 where the env's info says `life_lost`
+(`atari.LifeLoss`).
 """
 
 import functools
@@ -26,15 +28,30 @@ from gymnasium.vector import AsyncVectorEnv
 from gymnasium.vector.utils import batch_space
 from tf_agents.trajectories import time_step as ts
 
+from alf_async.environments import atari
+
 Arrays = Dict[str, np.ndarray]
 
 
+_EXTRAS = {"ALE/": "atari", "MinAtar/": "minatar"}  # id prefix -> the extra that registers it
+
+
 def make_gymnasium_env(env_name: str, **kwargs) -> gym.Env:
-    """`gym.make(env_name)`; an unknown id is a ValueError naming the setting."""
+    """`gym.make(env_name, **kwargs)`, or the preprocessed game for an `ALE/...` id.
+
+    Raises:
+        ValueError: an unknown id (with gymnasium's suggestion, and the extra
+            to install for Atari and MinAtar ids); names the setting.
+    """
     try:
+        if env_name.startswith("ALE/"):
+            return atari.make_atari_env(env_name, **kwargs)
         return gym.make(env_name, **kwargs)
     except gym.error.Error as error:
-        raise ValueError(f"create_environment.env_name={env_name!r}: {error}") from None
+        hint = "".join(f" (ids {prefix}... come with pip install -e '.[{extra}]')"
+                       for prefix, extra in _EXTRAS.items() if env_name.startswith(prefix))
+        message = str(error).splitlines()[0]  # gin appends the configurable's name below
+        raise ValueError(f"create_environment.env_name={env_name!r}: {message}{hint}") from None
 
 
 def observation_dtype(space: gym.spaces.Box) -> np.dtype:
@@ -86,8 +103,10 @@ class SubEnvs:
                 out["step_type"][i] = ts.StepType.FIRST
                 self._done[i] = False
                 continue
-            out["observation"][i], out["reward"][i], terminated, truncated, _ = env.step(
+            out["observation"][i], out["reward"][i], terminated, truncated, info = env.step(
                 int(action[i]) if self._discrete else action[i])
+            if info.get("life_lost"):  # Atari's end of life: no bootstrap, same episode
+                out["discount"][i] = 0.0
             if terminated or truncated:
                 out["step_type"][i] = ts.StepType.LAST
                 out["discount"][i] = 0.0 if terminated else 1.0

@@ -1,4 +1,5 @@
 import numpy as np
+import pytest
 import tensorflow as tf
 from tf_agents.trajectories import time_step as ts
 
@@ -135,3 +136,41 @@ def test_continuous_actions_stored_unclipped_give_ratio_1_before_the_weights_mov
     terms = algo.loss(algo.preprocess(experience, bootstrap))  # the learner's side
     np.testing.assert_allclose(terms["approx_kl"].numpy(), 0.0, atol=1e-5)
     assert float(tf.reduce_max(terms["clip_fraction"])) == 0.0
+
+
+def test_reward_clip_clips_rewards_for_learning_only():
+    rng = np.random.default_rng(4)
+    algo = _algorithm(reward_clip=1.0, normalize_advantages=False)
+    q, t, b = 2, 5, 3
+    step_type = np.full((q, t, b), ts.StepType.MID, np.int32)
+    reward = rng.normal(scale=5.0, size=(q, t, b)).astype(np.float32)
+    assert (np.abs(reward) > 1).mean() > 0.5
+
+    def samples(rewards):
+        time_step = ts.TimeStep(step_type, rewards, np.ones((q, t, b), np.float32),
+                                rng.normal(size=(q, t, b, 4)).astype(np.float32))
+        exp = Experience(time_step, np.zeros((q, t, b), np.int64),
+                         np.zeros((q, t, b), np.float32), (), np.zeros((q, t, b), np.int64))
+        boot = tf.nest.map_structure(lambda x: x[:, 0], time_step)
+        return {k: v.numpy() for k, v in algo.preprocess(exp, boot).items()}
+
+    state = rng.bit_generator.state
+    raw = samples(reward)
+    rng.bit_generator.state = state  # the same observations again
+    clipped = samples(np.clip(reward, -1, 1))
+    np.testing.assert_allclose(raw["value_target"], clipped["value_target"], rtol=1e-6)
+    np.testing.assert_allclose(raw["advantage"], clipped["advantage"], rtol=1e-6)
+
+
+def test_shared_torso_variables_are_trained_once():
+    algo = _algorithm(shared_torso=True, actor_fc_layers=(16,))
+    refs = [v.ref() for v in algo.variables_to_train]
+    assert len(refs) == len(set(refs))
+    assert len(refs) == len(algo.actor_net.trainable_variables) + 2  # + the value head
+
+
+def test_normalizing_integer_observations_is_a_clear_error():
+    from tf_agents.specs import array_spec
+    pixels = ts.time_step_spec(array_spec.ArraySpec((10, 10, 4), np.uint8))
+    with pytest.raises(ValueError, match="PPOAlgorithm.normalize_observations=True needs float"):
+        PPOAlgorithm(pixels, CartPoleBatchedEnv(2).action_spec(), normalize_observations=True)

@@ -20,3 +20,17 @@ def test_soak_smoke_run_samples_memory_and_threads(tmp_path):
     # main + 2 env threads + 1 actor + 1 log thread (+ the learner watchdog timer).
     assert max(s["threads"] for s in samples) <= 6
     assert abs(report["summary"]["rss_growth_after_warmup"]) < 1.0
+    assert all(s["workers_pss_mib"] == 0 for s in samples)  # no env worker processes
+
+
+def test_soak_samples_the_env_workers_memory(tmp_path):
+    out = tmp_path / "soak.json"
+    result = subprocess.run(
+        [sys.executable, "tools/soak.py", "--minutes=0.2", "--warmup_minutes=0.1",
+         "--sample_secs=3", f"--out={out}", "--env_name=Pendulum-v1", "--num_workers=2",
+         "--num_parallel_environments=8", "--unroll_length=8"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    samples = json.loads(out.read_text())["samples"]
+    # 2 env threads x 2 workers, each its own interpreter's worth of memory at least.
+    assert samples and all(4 * 5 < s["workers_pss_mib"] < s["rss_mib"] * 4 for s in samples)
