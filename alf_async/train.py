@@ -8,10 +8,8 @@ import time
 
 _IMPORTS_START = time.perf_counter()
 
-import os  # pylint: disable=wrong-import-position
 import sys  # pylint: disable=wrong-import-position
 
-import gin  # pylint: disable=wrong-import-position
 from absl import app, flags, logging  # pylint: disable=wrong-import-position
 
 from alf_async import trainer  # pylint: disable=wrong-import-position
@@ -33,10 +31,8 @@ def _first_line(error: BaseException) -> str:
 def main(argv) -> None:
     del argv
     logging.info("Imports: %.2f s", _IMPORTS_SECONDS)
-    for path in FLAGS.gin_file:  # lets a config `include` its neighbours by name
-        gin.add_config_file_search_path(os.path.dirname(os.path.abspath(path)))
     try:
-        gin.parse_config_files_and_bindings(FLAGS.gin_file, FLAGS.gin_param)
+        trainer.parse_config(FLAGS.gin_file, FLAGS.gin_param)
     except Exception as error:  # pylint: disable=broad-except
         logging.error("Bad gin configuration: %s", _first_line(error))
         sys.exit(2)

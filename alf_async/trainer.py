@@ -5,7 +5,7 @@ import signal
 import tempfile
 import threading
 import time
-from typing import Callable, Optional
+from typing import Callable, Optional, Sequence
 
 import gin
 import tensorflow as tf
@@ -18,6 +18,13 @@ from alf_async.environments import create_environment
 from alf_async.evaluation import GreedyPolicy, export_policy, greedy_actions, run_episodes
 from alf_async.learner import Learner
 from alf_async.learner_loop import LearnerLoop
+
+
+def parse_config(gin_files: Sequence[str], bindings: Sequence[str]) -> None:
+    """Parses gin files, then bindings; a file may `include` its neighbours by name."""
+    for path in gin_files:
+        gin.add_config_file_search_path(os.path.dirname(os.path.abspath(path)))
+    gin.parse_config_files_and_bindings(list(gin_files), list(bindings))
 
 
 def check_writable(root_dir: str) -> str:

@@ -78,6 +78,19 @@ def test_unwritable_root_dir_is_a_value_error(tmp_path):
         trainer.check_writable(str(blocker / "run"))
 
 
+def test_parse_config_finds_included_configs_from_any_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # includes resolve next to the including file, not here
+    try:
+        trainer.parse_config([os.path.join(ROOT, "gin_configs", "impala_atari.gin")],
+                             ["train.seed=7"])
+        # impala_atari.gin includes ppo_atari.gin, which includes ppo_async.gin
+        assert gin.query_parameter("create_environment.env_name") == "ALE/Breakout-v5"
+        assert gin.query_parameter("AsyncOffPolicyDriver.num_actor_queues") == 1
+        assert gin.query_parameter("train.seed") == 7
+    finally:
+        gin.clear_config()
+
+
 def _cli(*args, timeout=900):
     return subprocess.run([sys.executable, "-m", "alf_async.train", *args], cwd=ROOT,
                           capture_output=True, text=True, timeout=timeout)

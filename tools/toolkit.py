@@ -47,8 +47,8 @@ def size_bindings() -> List[str]:
 def parse_gin(extra_bindings: List[str] = ()) -> None:
     """Applies --gin_file, then --gin_param, the size flags and `extra_bindings`."""
     gin.clear_config()
-    gin.parse_config_files_and_bindings(
-        FLAGS.gin_file, FLAGS.gin_param + size_bindings() + list(extra_bindings))
+    trainer.parse_config(FLAGS.gin_file,
+                         FLAGS.gin_param + size_bindings() + list(extra_bindings))
 
 
 def rate(step_fn: Callable[[], int], duration: float, warmup: float) -> float:
