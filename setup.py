@@ -25,6 +25,8 @@ BOX2D = ["box2d==2.3.10"]
 ATARI = ["ale-py==0.10.2", "opencv-python-headless==4.11.0.86"]
 # minatar pulls pandas and seaborn; these pins keep numpy < 2.
 MINATAR = ["minatar==1.0.15", "pandas==2.2.3", "scipy==1.13.1", "seaborn==0.13.2"]
+# Reverb bare: dm-reverb[tensorflow] would pull full tensorflow next to tensorflow-cpu.
+REPLAY = ["dm-reverb==0.14.0", "dm-tree==0.1.10", "portpicker==1.6.0"]
 
 setup(
     name="alf_async",
@@ -41,8 +43,10 @@ setup(
         # Atari through ALE (DeepMind preprocessing) and MinAtar's 10x10 pixel games.
         "atari": ATARI,
         "minatar": MINATAR,
+        # Uniform replay in a Reverb table (exp_replayer='uniform': SAC, DQN).
+        "replay": REPLAY,
         "test": ["pytest==9.2.0", "pytest-timeout==2.4.0", "matplotlib==3.8.4",
-                 *MUJOCO, *BOX2D, *ATARI, *MINATAR],
+                 *MUJOCO, *BOX2D, *ATARI, *MINATAR, *REPLAY],
         "plot": ["matplotlib==3.8.4"],
     },
 )

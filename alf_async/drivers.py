@@ -1,9 +1,10 @@
 """`AsyncOffPolicyDriver`: the env, actor and log threads and their queues."""
 
+import contextlib
 import logging
 import threading
 import time
-from typing import Callable, Optional
+from typing import Callable, Optional, Sequence
 
 import gin
 import numpy as np
@@ -12,10 +13,11 @@ from tf_agents.specs import tensor_spec
 
 from alf_async.errors import QUEUE_CLOSED, LearnerStarvedError, ThreadError, stop_with_error
 from alf_async.experience import ActReply, ActRequest, LearnBatch, make_specs
-from alf_async.metrics import EpisodeStats
+from alf_async.metrics import EpisodeStats, StepMetrics
 from alf_async.queues import TFQueues
-from alf_async.replay import UnrollReplay
-from alf_async.threads import ActorThread, DriverThread, EnvThread, LogThread
+from alf_async.replay import UniformReplay, UnrollReplay
+from alf_async.threads import (ActorThread, DriverThread, EnvThread, LogThread,
+                               ReplayWriterThread)
 
 
 def check_sizes(num_envs: int, num_actor_queues: int, unroll_length: int,
@@ -65,6 +67,21 @@ def check_deterministic(num_envs: int, num_actor_queues: int, learn_queue_cap: i
                          f"to a learn batch), got {learn_queue_cap} and {num_envs}")
 
 
+def check_uniform_replay(algorithm, replay_proportion: float, deterministic: bool,
+                         max_policy_lag: Optional[int]) -> None:
+    """Raises ValueError for settings that `exp_replayer='uniform'` cannot honour."""
+    for name, value, allowed in [("replay_proportion", replay_proportion, 0.0),
+                                 ("deterministic", deterministic, False),
+                                 ("max_policy_lag", max_policy_lag, None)]:
+        if value != allowed:
+            raise ValueError(f"AsyncOffPolicyDriver.{name}={value!r} applies to "
+                             f"exp_replayer='one_time' only; leave it {allowed!r} with "
+                             f"exp_replayer='uniform'")
+    if tf.nest.flatten(algorithm.policy_state_spec):
+        raise ValueError("exp_replayer='uniform' needs a feed-forward policy (replayed "
+                         "windows carry no recurrent state)")
+
+
 def _num_replayed(replay_proportion: float, learn_queue_cap: int) -> int:
     """Replayed unrolls per learn batch; raises ValueError unless a whole number."""
     replayed = replay_proportion * learn_queue_cap
@@ -110,6 +127,9 @@ class AsyncOffPolicyDriver:
                  restart_failed_envs: bool = False,
                  replay_proportion: float = 0.0,
                  replay_buffer_num_slots: int = 0,
+                 exp_replayer: str = "one_time",
+                 observers: Sequence[Callable] = (),
+                 metrics: Sequence = (),
                  deterministic: bool = False,
                  seed: Optional[int] = None,
                  stop_grace_period_secs: float = 1.5):
@@ -138,6 +158,15 @@ class AsyncOffPolicyDriver:
             replay_proportion: p; each learn batch of Q new unrolls gets
                 `p * Q` unrolls replayed from recent ones appended (p:1).
             replay_buffer_num_slots: unrolls kept for replay.
+            exp_replayer: 'one_time': each learn batch is Q new unrolls (plus
+                any mix-in replay); 'uniform': unrolls go into a
+                `UniformReplay` (its settings are gin's) and each learn batch
+                is windows sampled from it, for off-policy learners (SAC, DQN).
+            observers: callables, each called in the log thread with every
+                unroll as a tf-agents `Trajectory` (leaves `[B, T, ...]`).
+            metrics: tf-agents step metrics of E * B sub-envs (e.g.
+                `tf_metrics.AverageReturnMetric(batch_size=E * B)`), updated in
+                the log thread (`StepMetrics`); the trainer writes their results.
             deterministic: reproducible mode: env threads run one learn
                 batch's unrolls at a time, only while the learner waits (a
                 fixed policy lag of 0); each actor serves all of its envs
@@ -154,6 +183,11 @@ class AsyncOffPolicyDriver:
             check_deterministic(num_envs, num_actor_queues, learn_queue_cap, seed)
             # Each actor takes all of its envs' requests at once.
             actor_queue_cap = -(-num_envs // num_actor_queues)
+        if exp_replayer not in ("one_time", "uniform"):
+            raise ValueError(f"AsyncOffPolicyDriver.exp_replayer must be 'one_time' or "
+                             f"'uniform', got {exp_replayer!r}")
+        if exp_replayer == "uniform":
+            check_uniform_replay(algorithm, replay_proportion, deterministic, max_policy_lag)
         self._learner_loop = None  # attached by a LearnerLoop
         self._helpers = []  # threads started for others (the prefetch thread)
         self._num_replayed = _num_replayed(replay_proportion, learn_queue_cap)
@@ -174,11 +208,17 @@ class AsyncOffPolicyDriver:
         sizes = [env.batch_size for env in self._envs]
         if len(set(sizes)) > 1:
             raise ValueError(f"All envs must have the same batch_size, got {sizes}")
+        request, reply, unroll, log = make_specs(
+            algorithm.time_step_spec, algorithm.action_spec, algorithm.policy_state_spec,
+            self._batch_size, unroll_length)
+        self._observers = list(observers)
+        self.metrics = StepMetrics(metrics, num_envs, self._batch_size) if metrics else None
         self._queues = TFQueues(
-            num_envs, num_actor_queues, actor_queue_cap, learn_queue_cap,
-            *make_specs(algorithm.time_step_spec, algorithm.action_spec,
-                        algorithm.policy_state_spec, self._batch_size, unroll_length),
+            num_envs, num_actor_queues, actor_queue_cap, learn_queue_cap, request, reply,
+            unroll, unroll if observers or metrics else log,
             permits_per_env=learn_queue_cap // num_envs if deterministic else 0)
+        self.uniform_replay = (UniformReplay(self._queues.learn_queue.spec)
+                               if exp_replayer == "uniform" else None)
         self._version = (policy_version if policy_version is not None else
                          tf.Variable(0, dtype=tf.int64, trainable=False))
         self._coord = tf.train.Coordinator()
@@ -207,7 +247,10 @@ class AsyncOffPolicyDriver:
         envs = [EnvThread(f"EnvThread{i}", self._coord, q, env, i, self._unroll_length,
                           initial_state, self._restart_factory, **policy(i))
                 for i, env in enumerate(self._envs)]
-        return [*actors, *envs, LogThread("LogThread", self._coord, q, self.stats)]
+        writers = ([ReplayWriterThread("ReplayWriterThread", self._coord, q,
+                                       self.uniform_replay)] if self.uniform_replay else [])
+        log = LogThread("LogThread", self._coord, q, self.stats, self._observers, self.metrics)
+        return [*actors, *envs, *writers, log]
 
     def _act(self, requests, seed=None) -> ActReply:
         """One policy call for an actor's `[n, B, ...]` requests -> `[n, B, ...]` replies.
@@ -283,9 +326,21 @@ class AsyncOffPolicyDriver:
         return self._deterministic
 
     @property
-    def unrolls_per_batch(self) -> int:
-        """Q plus the replayed unrolls appended to each learn batch."""
-        return self._learn_queue_cap + self._num_replayed
+    def learn_batch_shape(self):
+        """`(Q', T', B')` of the learn batches' `[Q', T', B']` experience.
+
+        `(Q + mix-in replayed unrolls, T, B)`, or with uniform replay
+        `(batch_size, sequence_length, 1)`: each window is one unroll.
+        """
+        if self.uniform_replay:
+            return self.uniform_replay.batch_size, self.uniform_replay.sequence_length, 1
+        return self._learn_queue_cap + self._num_replayed, self._unroll_length, self._batch_size
+
+    @property
+    def learn_batch_bytes(self) -> int:
+        """Bytes of one learn batch's experience and bootstrap."""
+        q, t, b = self.learn_batch_shape
+        return self.unroll_bytes * q * t * b // (self._unroll_length * self._batch_size)
 
     @property
     def env_steps_per_batch(self) -> int:
@@ -296,7 +351,7 @@ class AsyncOffPolicyDriver:
     def unroll_bytes(self) -> int:
         """Bytes of one unroll as the learn queue holds it (`[T, B, ...]` leaves).
 
-        A learn batch is `unrolls_per_batch` of them; the learn queue holds at
+        A learn batch is `learn_batch_shape[0]` of them; the learn queue holds at
         most Q. Pixels stay uint8, so they count 1 byte each.
         """
         return sum(int(np.prod(spec.shape)) * spec.dtype.size
@@ -354,6 +409,8 @@ class AsyncOffPolicyDriver:
         """
         if self._stopped:
             raise RuntimeError("AsyncOffPolicyDriver was stopped")
+        if self.uniform_replay:
+            return self._sample_replay()
         if self._deterministic:
             unrolls = self._collect_in_env_order()
         else:
@@ -376,18 +433,34 @@ class AsyncOffPolicyDriver:
         order = tf.argsort(unrolls.env_id, stable=True)  # an env's unrolls stay in order
         return tf.nest.map_structure(lambda x: tf.gather(x, order), unrolls)
 
-    def _dequeue(self, n: int):
-        """`n` unrolls from the learn queue, under the starvation watchdog."""
+    @contextlib.contextmanager
+    def _watchdog(self):
+        """Stops the driver with `LearnerStarvedError` if the block takes too long."""
         watchdog = threading.Timer(self._timeout, self._starved)
         watchdog.daemon = True
         watchdog.start()
         try:
-            return self._queues.learn_queue.dequeue_many(n)
-        except QUEUE_CLOSED:
-            self._coord.raise_requested_exception()
-            raise RuntimeError("AsyncOffPolicyDriver was stopped") from None
+            yield
         finally:
             watchdog.cancel()
+
+    def _dequeue(self, n: int):
+        """`n` unrolls from the learn queue, under the starvation watchdog."""
+        with self._watchdog():
+            try:
+                return self._queues.learn_queue.dequeue_many(n)
+            except QUEUE_CLOSED:
+                self._coord.raise_requested_exception()
+                raise RuntimeError("AsyncOffPolicyDriver was stopped") from None
+
+    def _sample_replay(self) -> LearnBatch:
+        """A learn batch of windows from the uniform replay, under the watchdog."""
+        with self._watchdog():
+            batch = self.uniform_replay.sample(self._coord.should_stop)
+        if batch is None:
+            self._coord.raise_requested_exception()
+            raise RuntimeError("AsyncOffPolicyDriver was stopped")
+        return batch
 
     def _drop_stale(self, unrolls, updates_ahead: int):
         """Replaces unrolls older than `max_policy_lag` updates by fresh ones.
@@ -437,11 +510,13 @@ class AsyncOffPolicyDriver:
         envs = [t for t in self._threads if isinstance(t, EnvThread)]
         actors = [t for t in self._threads if isinstance(t, ActorThread)]
         alive = lambda threads: sum(t.is_alive() for t in threads)
+        replay = self.uniform_replay
         return (f"{alive(envs)}/{len(envs)} env threads and {alive(actors)}/{len(actors)} "
                 f"actor threads alive, actor queue sizes "
                 f"{[int(q.size()) for q in self._queues.actor_queues]}, "
                 f"{sum(t.num_unrolls for t in envs)} unrolls produced, learn queue "
-                f"{self.learn_queue_size()}/{self._learn_queue_cap}")
+                f"{self.learn_queue_size()}/{self._learn_queue_cap}" +
+                (f", {replay.inserted_steps} env steps put in replay" if replay else ""))
 
     def _starved(self) -> None:
         stop_with_error(self._coord, self._queues.close_all, LearnerStarvedError(
@@ -506,3 +581,5 @@ class AsyncOffPolicyDriver:
             for thread in self._threads:
                 if isinstance(thread, EnvThread):
                     thread.close_env()
+            if self.uniform_replay:
+                self.uniform_replay.close()

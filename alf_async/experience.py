@@ -10,6 +10,7 @@ from typing import Any, NamedTuple
 
 import tensorflow as tf
 from tf_agents.specs import tensor_spec
+from tf_agents.trajectories import trajectory
 
 Nest = Any
 
@@ -83,6 +84,24 @@ class LearnBatch(NamedTuple):
     bootstrap: Nest
     env_ids: Any
     env_steps: int
+
+
+def unroll_trajectory(unroll: Unroll) -> trajectory.Trajectory:
+    """The T transitions of an unroll as a tf-agents `Trajectory`, leaves `[B, T, ...]`.
+
+    Transition t goes from step t to step t + 1 (the bootstrap after the
+    last): its `reward` and `discount` are step t + 1's (tf-agents'
+    convention); `policy_info` holds the behaviour `log_prob`.
+    """
+    experience = unroll.experience
+    following = tf.nest.map_structure(lambda x, last: tf.concat([x[1:], last[None]], 0),
+                                      experience.time_step, unroll.bootstrap)
+    batch_major = lambda x: tf.experimental.numpy.swapaxes(x, 0, 1)
+    return tf.nest.map_structure(batch_major, trajectory.Trajectory(
+        step_type=experience.time_step.step_type, observation=experience.time_step.observation,
+        action=experience.action, policy_info={"log_prob": experience.log_prob},
+        next_step_type=following.step_type, reward=following.reward,
+        discount=following.discount))
 
 
 def batched(spec: Nest, *outer_dims: int) -> Nest:

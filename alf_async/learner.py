@@ -55,6 +55,16 @@ class Learner(tf.Module):
     both; `LearnerLoop` calls them apart, to place the next batch while this
     one trains. `train_step` counts updates: it is the policy version.
 
+    The algorithm provides `preprocess(experience, bootstrap) -> samples`
+    (a dict of `[N, ...]` tensors with a `mask`), `loss(samples) -> terms`
+    (per-sample tensors with a `loss` to minimise), `variables_to_train`,
+    `observe(batch)` and `set_env_steps(n)`. Optional: `loss_groups`, a list
+    of `(term, variables)` pairs when different variables minimise different
+    terms (SAC's actor, critics and temperature; default
+    `[("loss", variables_to_train)]`), `after_sgd_step()`, called after each
+    optimizer step (target-network updates), and `entropy_coeff`, written as
+    a summary.
+
     The algorithm's variables (and so the optimizer) must have been created
     under `strategy.scope()`.
 
@@ -262,7 +272,9 @@ class Learner(tf.Module):
             family = "learner" if key == "grad_norm" else "loss"
             tf.summary.scalar(f"{family}/{key}", value, step=step)
         tf.summary.scalar("learner/learning_rate", self.optimizer.learning_rate, step=step)
-        tf.summary.scalar("learner/entropy_coeff", self._algorithm.entropy_coeff, step=step)
+        if hasattr(self._algorithm, "entropy_coeff"):
+            tf.summary.scalar("learner/entropy_coeff", self._algorithm.entropy_coeff,
+                              step=step)
         tf.summary.scalar("learner/policy_lag_min", tf.reduce_min(lag), step=step)
         tf.summary.scalar("learner/policy_lag_mean", tf.reduce_mean(lag), step=step)
         tf.summary.scalar("learner/policy_lag_max", tf.reduce_max(lag), step=step)
@@ -285,7 +297,18 @@ class Learner(tf.Module):
 
     def _reduced_sgd_step(self, samples, orders, i):
         info = self._strategy.run(self._sgd_step, (samples, orders, i))
-        return self._strategy.reduce(tf.distribute.ReduceOp.MEAN, info, axis=None)
+        info = self._strategy.reduce(tf.distribute.ReduceOp.MEAN, info, axis=None)
+        if not hasattr(self._algorithm, "after_sgd_step"):
+            return info
+        # In cross-replica context: an assignment updates every replica's copy.
+        with tf.control_dependencies(tf.nest.flatten(info)):
+            self._algorithm.after_sgd_step()
+        return tf.nest.map_structure(tf.identity, info)
+
+    def _loss_groups(self):
+        """`[(term, variables)]`: which loss term each set of variables minimises."""
+        return getattr(self._algorithm, "loss_groups",
+                       [("loss", self._algorithm.variables_to_train)])
 
     def _sgd_step(self, samples, orders, i):
         """Optimizer step `i` (epoch i // M, minibatch i % M) on one replica."""
@@ -297,16 +320,18 @@ class Learner(tf.Module):
         ctx = tf.distribute.get_replica_context()
         count = tf.maximum(ctx.all_reduce(tf.distribute.ReduceOp.SUM,
                                           tf.reduce_sum(batch["mask"])), 1.0)
-        variables = self._algorithm.variables_to_train
+        groups = self._loss_groups()
+        variables = [v for _, group in groups for v in group]
         size = tf.shape(batch["mask"])[0] // self._num_microbatches
         grads, means = None, None
         for i in range(self._num_microbatches):
             micro = tf.nest.map_structure(lambda x, i=i: x[i * size:(i + 1) * size], batch)
-            with tf.GradientTape() as tape:
+            with tf.GradientTape(persistent=len(groups) > 1) as tape:
                 terms = self._algorithm.loss(micro)
                 # Partial sums of the minibatch means: they add up over pieces.
                 sums = {k: tf.reduce_sum(v * micro["mask"]) / count for k, v in terms.items()}
-            piece = tape.gradient(sums["loss"], variables)
+            piece = [g for term, group in groups for g in tape.gradient(sums[term], group)]
+            del tape
             grads = piece if grads is None else [g + p for g, p in zip(grads, piece)]
             means = sums if means is None else {k: means[k] + v for k, v in sums.items()}
         grads = ctx.all_reduce(tf.distribute.ReduceOp.SUM, grads)

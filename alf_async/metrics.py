@@ -1,10 +1,12 @@
-"""Episode statistics gathered from the per-unroll log records."""
+"""Episode statistics gathered from the per-unroll log records, and user metrics."""
 
 import collections
 import threading
 import time
+from typing import Sequence
 
 import numpy as np
+import tensorflow as tf
 from tf_agents.trajectories import time_step as ts
 
 
@@ -68,6 +70,45 @@ class EpisodeStats:
                 return float("nan"), float("nan")
             mean_return, mean_length = np.mean(np.asarray(self._recent), axis=0)
             return float(mean_return), float(mean_length)
+
+
+class StepMetrics:
+    """Feeds tf-agents step metrics (e.g. `tf_metrics.AverageReturnMetric`) from unrolls.
+
+    The metrics see one batch of E * B sub-envs (build them with `batch_size =
+    num_envs * num_parallel_environments`): an unroll of env i updates
+    columns `i * B ... i * B + B - 1`, step by step, while every other column
+    gets a neutral boundary step (LAST to FIRST, reward 0), which changes no
+    tf-agents episode metric.
+
+    Thread-safety: called by the log thread only; the trainer may read the
+    metrics' results meanwhile.
+    """
+
+    def __init__(self, metrics: Sequence, num_envs: int, batch_size: int):
+        self.metrics = list(metrics)
+        self._num_envs, self._batch_size = num_envs, batch_size
+        self._update = tf.function(self._update_all, autograph=False)
+
+    def __call__(self, trajectory, env_id) -> None:
+        """Updates every metric with one env's `[B, T]` `Trajectory`, T steps in order."""
+        self._update(trajectory, tf.convert_to_tensor(env_id, tf.int32))
+
+    def _update_all(self, trajectory, env_id):
+        columns = (env_id * self._batch_size + tf.range(self._batch_size))[:, None]
+        width = self._num_envs * self._batch_size
+        neutral = tf.nest.map_structure(
+            lambda x: tf.zeros(tf.concat([[width], tf.shape(x)[2:]], 0), x.dtype), trajectory)
+        neutral = neutral._replace(
+            step_type=tf.fill([width], tf.cast(ts.StepType.LAST, neutral.step_type.dtype)),
+            next_step_type=tf.fill([width], tf.cast(ts.StepType.FIRST,
+                                                    neutral.next_step_type.dtype)))
+        for t in range(trajectory.step_type.shape[1]):
+            step = tf.nest.map_structure(
+                lambda fill, x, t=t: tf.tensor_scatter_nd_update(fill, columns, x[:, t]),
+                neutral, trajectory)
+            for metric in self.metrics:
+                metric(step)
 
 
 class StageClock:

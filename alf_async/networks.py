@@ -11,8 +11,11 @@ they are through every queue and become float only here, scaled by
 from typing import Optional, Sequence, Tuple
 
 import tensorflow as tf
+import tensorflow_probability as tfp
+from tf_agents.agents.ddpg import critic_network
+from tf_agents.agents.sac import tanh_normal_projection_network
 from tf_agents.networks import (actor_distribution_network, actor_distribution_rnn_network,
-                                network, value_network, value_rnn_network)
+                                network, q_network, value_network, value_rnn_network)
 
 ConvLayers = Sequence[Tuple[int, int, int]]  # (filters, kernel size, stride) per layer
 
@@ -50,11 +53,77 @@ class SharedTorsoValueNetwork(network.Network):
         return tf.squeeze(self._head(state, training=training), -1), network_state
 
 
-def _encoder_args(observation_spec, conv_layers: ConvLayers, observation_scale: float):
+def encoder_args(observation_spec, conv_layers: ConvLayers, observation_scale: float):
     """The tf-agents encoder arguments shared by both networks."""
     needs_cast = not observation_spec.dtype.is_floating or observation_scale != 1.0
     return dict(conv_layer_params=tuple(tuple(layer) for layer in conv_layers) or None,
                 preprocessing_layers=ScaledFloat(observation_scale) if needs_cast else None)
+
+
+class QPolicyNetwork(network.Network):
+    """A Q network seen as a policy: a categorical distribution whose mode is argmax Q.
+
+    The greedy policy (`evaluation.GreedyPolicy`) takes the mode of an actor
+    network's distribution; this is DQN's actor network.
+    """
+
+    def __init__(self, q_net: q_network.QNetwork, action_dtype, name="QPolicy"):
+        super().__init__(q_net.input_tensor_spec, state_spec=(), name=name)
+        self._q_net = q_net
+        self._action_dtype = action_dtype
+
+    def call(self, observation, step_type=None, network_state=(), training=False):
+        q_values, _ = self._q_net(observation, step_type=step_type, training=training)
+        return tfp.distributions.Categorical(logits=q_values,
+                                             dtype=self._action_dtype), network_state
+
+
+def q_networks(observation_spec, action_spec, fc_layers: Sequence[int],
+               activation: str = "relu", conv_layers: ConvLayers = (),
+               observation_scale: float = 1.0):
+    """A tf-agents `QNetwork` (one output per action) and a copy of it, variables created.
+
+    Arguments as for `actor_and_value_networks`. Returns `(q_net, copy)`;
+    the copy's weights are its own (a target network starts from them).
+    """
+    q_net = q_network.QNetwork(
+        observation_spec, action_spec, fc_layer_params=tuple(fc_layers),
+        activation_fn=tf.keras.activations.get(activation),
+        **encoder_args(observation_spec, conv_layers, observation_scale))
+    copy = q_net.copy(name="TargetQNetwork")
+    q_net.create_variables()
+    copy.create_variables()
+    return q_net, copy
+
+
+def squashed_actor_and_critics(observation_spec, action_spec,
+                               actor_fc_layers: Sequence[int],
+                               critic_fc_layers: Sequence[int],
+                               activation: str = "relu", num_critics: int = 2):
+    """SAC's networks: a tanh-squashed Gaussian policy and Q(s, a) critics with targets.
+
+    Returns:
+        `(actor_net, critics, target_critics)`, variables created; the
+        targets are copies with their own weights.
+    """
+    act_fn = tf.keras.activations.get(activation)
+    actor_net = actor_distribution_network.ActorDistributionNetwork(
+        observation_spec, action_spec, fc_layer_params=tuple(actor_fc_layers),
+        activation_fn=act_fn,
+        continuous_projection_net=tanh_normal_projection_network.TanhNormalProjectionNetwork)
+    actor_net.create_variables()
+    critics, targets = [], []
+    for i in range(num_critics):
+        critic = critic_network.CriticNetwork(
+            (observation_spec, action_spec), joint_fc_layer_params=tuple(critic_fc_layers),
+            activation_fn=act_fn, kernel_initializer="glorot_uniform",
+            last_kernel_initializer="glorot_uniform", name=f"Critic{i}")
+        target = critic.copy(name=f"TargetCritic{i}")
+        critic.create_variables()
+        target.create_variables()
+        critics.append(critic)
+        targets.append(target)
+    return actor_net, critics, targets
 
 
 def actor_and_value_networks(observation_spec, action_spec,
@@ -92,7 +161,7 @@ def actor_and_value_networks(observation_spec, action_spec,
     if shared_torso and lstm_size:
         raise ValueError("shared_torso=True needs feed-forward networks (lstm_size=None)")
     act_fn = tf.keras.activations.get(activation)
-    encoder = lambda: _encoder_args(observation_spec, conv_layers, observation_scale)
+    encoder = lambda: encoder_args(observation_spec, conv_layers, observation_scale)
     if lstm_size:
         actor_net = actor_distribution_rnn_network.ActorDistributionRnnNetwork(
             observation_spec, action_spec, input_fc_layer_params=tuple(actor_fc_layers),

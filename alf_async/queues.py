@@ -91,7 +91,8 @@ class TFQueues:
       an env has at most one request outstanding).
     - `learn_queue`: `Unroll`s (`[T, B, ...]` leaves), capacity
       `learn_queue_cap`.
-    - `log_queue`: `LogRecord`s (`[T, B]` leaves) for the log thread.
+    - `log_queue`: `LogRecord`s (`[T, B]` leaves) for the log thread, or whole
+      `Unroll`s where observers or metrics need them.
     - `unroll_permits[i]` (deterministic mode only): scalar tokens; env `i`
       takes one before each unroll, so the driver decides when envs run.
 

@@ -16,8 +16,9 @@ import tensorflow as tf
 from tf_agents.trajectories import time_step as ts
 
 from alf_async.errors import QUEUE_CLOSED, ThreadError, stop_with_error
-from alf_async.experience import ActReply, ActRequest, Experience, LogRecord, Unroll, batched
-from alf_async.metrics import EpisodeStats
+from alf_async.experience import (ActReply, ActRequest, Experience, LogRecord, Unroll, batched,
+                                  unroll_trajectory)
+from alf_async.metrics import EpisodeStats, StepMetrics
 from alf_async.queues import NestFIFOQueue, TFQueues
 
 
@@ -190,8 +191,11 @@ class EnvThread(DriverThread):
             lambda t, *_: t < self._unroll_length, self._one_step,
             (tf.constant(0), time_step, policy_state, steps), parallel_iterations=1)
         experience = tf.nest.map_structure(lambda array: array.stack(), steps)
-        self._queues.learn_queue.enqueue(Unroll(experience, time_step, self._env_id))
+        unroll = Unroll(experience, time_step, self._env_id)
+        self._queues.learn_queue.enqueue(unroll)
+        # The whole unroll where observers or metrics need it, else what the stats read.
         self._queues.log_queue.enqueue(
+            unroll if isinstance(self._queues.log_queue.spec, Unroll) else
             LogRecord(experience.time_step.reward, experience.time_step.step_type,
                       self._env_id))
         return time_step, policy_state
@@ -341,14 +345,49 @@ class ActorThread(DriverThread):
 
 
 class LogThread(DriverThread):
-    """Turns the log queue's records into `EpisodeStats`."""
+    """Turns the log queue's records into `EpisodeStats`, observer calls and metrics.
+
+    With observers or metrics the records are whole unrolls: each observer is
+    called with the unroll's `[B, T]` tf-agents `Trajectory`
+    (`experience.unroll_trajectory`), then the `StepMetrics` are updated.
+    """
 
     def __init__(self, name: str, coord: tf.train.Coordinator, queues: TFQueues,
-                 stats: EpisodeStats):
+                 stats: EpisodeStats, observers: Sequence[Callable] = (),
+                 metrics: Optional[StepMetrics] = None):
         super().__init__(name, coord, queues.close_all)
         self._queues = queues
         self.stats = stats
+        self._observers = list(observers)
+        self._metrics = metrics
 
     def _step(self) -> None:
-        record = _to_numpy(self._queues.log_queue.dequeue())
+        record = self._queues.log_queue.dequeue()
+        if isinstance(record, Unroll):
+            trajectory = unroll_trajectory(record)
+            for observer in self._observers:
+                observer(trajectory)
+            if self._metrics is not None:
+                self._metrics(trajectory, record.env_id)
+            time_step = record.experience.time_step
+            record = LogRecord(time_step.reward, time_step.step_type, record.env_id)
+        record = _to_numpy(record)
         self.stats.update(record.reward, record.step_type, int(record.env_id))
+
+
+class ReplayWriterThread(DriverThread):
+    """Moves unrolls from the learn queue into a `UniformReplay`.
+
+    Its insert waits while the learner lags behind the replay ratio; the
+    learn queue then fills and the env threads wait behind it, so that
+    collection runs at the pace the ratio allows.
+    """
+
+    def __init__(self, name: str, coord: tf.train.Coordinator, queues: TFQueues, replay):
+        super().__init__(name, coord, queues.close_all)
+        self._learn_queue = queues.learn_queue
+        self._replay = replay
+
+    def _step(self) -> None:
+        unroll = _to_numpy(self._learn_queue.dequeue())
+        self._replay.insert(unroll, self._coord.should_stop)

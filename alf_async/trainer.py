@@ -158,6 +158,13 @@ def _write_metrics(driver: AsyncOffPolicyDriver, loop: LearnerLoop, learner: Lea
     tf.summary.scalar("learner/skipped_updates", learner.skipped_updates, step=iteration)
     tf.summary.scalar("learner/dropped_unrolls", driver.dropped_unrolls, step=iteration)
     tf.summary.scalar("driver/env_restarts", driver.env_restarts, step=iteration)
+    for metric in driver.metrics.metrics if driver.metrics else []:
+        tf.summary.scalar(f"metrics/{metric.name}", metric.result(), step=iteration)
+    if driver.uniform_replay:
+        tf.summary.scalar("replay/achieved_ratio", driver.uniform_replay.achieved_ratio,
+                          step=iteration)
+        tf.summary.scalar("replay/inserted_env_steps", driver.uniform_replay.inserted_steps,
+                          step=iteration)
     timings = loop.clock.read_and_reset()
     for key, value in timings.items():
         tf.summary.scalar(f"learner/{key}", value, step=iteration)
@@ -213,8 +220,7 @@ def build(algorithm_class: Callable = PPOAlgorithm, seed: Optional[int] = None):
     probe.close()
     learner = Learner(algorithm, strategy, seed=seed)
     driver = AsyncOffPolicyDriver(env_factory, algorithm, learner.train_step, seed=seed)
-    learner.check_batch_shape(driver.unrolls_per_batch, driver.unroll_length,
-                              driver.batch_size)
+    learner.check_batch_shape(*driver.learn_batch_shape)
     loop = LearnerLoop(learner, driver)
     if driver.deterministic:
         # Kernels too must reduce in a fixed order (matters on GPUs).
@@ -262,14 +268,18 @@ def _write_config(root_dir: str) -> str:
 
 
 def _log_start(algorithm, learner: Learner, driver: AsyncOffPolicyDriver) -> None:
+    replay = driver.uniform_replay
+    if replay:
+        batch = (f"uniform replay at {replay.replay_ratio:g} windows per env step: "
+                 f"{replay.batch_size} windows of {replay.sequence_length} steps")
+    else:
+        batch = f"{driver.env_steps_per_batch} frames"
     logging.info(
         "Training %s: %d env threads x %d sub-envs, unroll_length %d, learn_queue_cap %d "
-        "(%d frames, %.3g MiB per learn batch), %d learner replica(s) on %s",
+        "(%s, %.3g MiB per learn batch), %d learner replica(s) on %s",
         type(algorithm).__name__, driver.num_envs, driver.batch_size, driver.unroll_length,
-        driver.learn_queue_cap, driver.env_steps_per_batch,
-        driver.unrolls_per_batch * driver.unroll_bytes / 2**20,
-        learner.strategy.num_replicas_in_sync,
-        ", ".join(learner.devices))
+        driver.learn_queue_cap, batch, driver.learn_batch_bytes / 2**20,
+        learner.strategy.num_replicas_in_sync, ", ".join(learner.devices))
 
 
 class _Hooks:

@@ -115,3 +115,15 @@ class VersionPolicy(CountingPolicy):
     def act(self, observation, step_type, policy_state, seed=None):
         count, state, log_prob = super().act(observation, step_type, policy_state, seed)
         return tf.fill(tf.shape(count), self._version.read_value()), state, log_prob
+
+
+class StatelessCountingPolicy(CountingPolicy):
+    """`CountingPolicy` without a policy state (what replay-based learners act with)."""
+
+    def __init__(self, env: CountingEnv):
+        super().__init__(env)
+        self.policy_state_spec = ()
+
+    def act(self, observation, step_type, policy_state, seed=None):
+        count = tf.cast(observation[:, 2], tf.int64)
+        return count % 2, (), -tf.cast(count, tf.float32)

@@ -1,16 +1,18 @@
 import threading
 import time
 
+import gin
 import numpy as np
 import pytest
 import tensorflow as tf
+from tf_agents.metrics import tf_metrics
 from tf_agents.trajectories import time_step as ts
 
 from alf_async.drivers import AsyncOffPolicyDriver
 from alf_async.errors import LearnerStarvedError, ThreadError
 from alf_async.threads import live_driver_threads
-from fakes import (EPISODE_LENGTH, CountingEnv, CountingPolicy, VersionPolicy, learning_driver,
-                   timed_stop)
+from fakes import (EPISODE_LENGTH, CountingEnv, CountingPolicy, StatelessCountingPolicy,
+                   VersionPolicy, learning_driver, timed_stop)
 
 B = 3
 
@@ -308,7 +310,7 @@ def test_impossible_deterministic_or_replay_settings_are_value_errors(kwargs, me
 def test_replayed_unrolls_are_recent_ones_appended_to_new_ones():
     driver = learning_driver(None, replay_proportion=1.0, replay_buffer_num_slots=3,
                               seed=0)
-    assert driver.unrolls_per_batch == 4
+    assert driver.learn_batch_shape[0] == 4
     driver.start()
     seen = []  # (env, first count) of every new unroll, in arrival order
     replayed = []
@@ -394,3 +396,113 @@ def test_get_training_exps_after_stop_raises_even_with_a_full_learn_queue():
     assert driver.learn_queue_size() == 2  # a whole batch is still queued
     with pytest.raises(RuntimeError, match="AsyncOffPolicyDriver was stopped"):
         driver.get_training_exps()
+
+
+# --- exp_replayer='uniform' ------------------------------------------------------------
+
+def _replay_driver(**replay_settings):
+    """Two CountingEnvs of B = 3, T = 4, feeding a UniformReplay of 2-step windows."""
+    settings = dict(capacity=1000, min_size=24, batch_size=32, sequence_length=2,
+                    replay_ratio=4.0)
+    settings.update(replay_settings)
+    gin.clear_config()
+    for name, value in settings.items():
+        gin.bind_parameter(f"UniformReplay.{name}", value)
+    envs = [CountingEnv(i, 3) for i in range(2)]
+    try:
+        return AsyncOffPolicyDriver(lambda i: envs[i], StatelessCountingPolicy(envs[0]), None,
+                                    num_envs=2, unroll_length=4, exp_replayer="uniform")
+    finally:
+        gin.clear_config()
+
+
+def test_uniform_replay_batches_are_windows_of_one_sub_env_with_the_settings_ratio():
+    driver = _replay_driver()
+    assert driver.learn_batch_shape == (32, 2, 1)
+    driver.start()
+    try:
+        env_steps = 0
+        for _ in range(20):
+            batch = driver.get_training_exps()
+            env_steps += batch.env_steps
+            obs = batch.experience.time_step.observation.numpy()[:, :, 0]  # [S, 2, 3]
+            boot = batch.bootstrap.observation.numpy()[:, 0]
+            assert obs.shape == (32, 2, 3)
+            # Every window is consecutive steps of one sub-env of one env.
+            steps = np.concatenate([obs, boot[:, None]], 1)
+            cut = batch.experience.time_step.step_type.numpy()[:, 1, 0] == ts.StepType.LAST
+            for column in range(2):
+                assert (steps[:, :, column] == steps[:, :1, column]).all()
+            np.testing.assert_array_equal(steps[:, 1, 2], steps[:, 0, 2] + 1)
+            ok = ~cut  # a window cut at its segment's end repeats the bootstrap step
+            np.testing.assert_array_equal(steps[ok, 2, 2], steps[ok, 0, 2] + 2)
+            np.testing.assert_array_equal(obs[:, 0, 0], batch.env_ids.numpy())
+        replay = driver.uniform_replay
+        assert env_steps <= replay.inserted_steps
+        assert replay.sampled_windows == 20 * 32
+        assert replay.achieved_ratio <= replay.replay_ratio + 0.5
+    finally:
+        timed_stop(driver)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(exp_replayer="prioritized"), "exp_replayer must be 'one_time' or 'uniform'"),
+    (dict(exp_replayer="uniform", replay_proportion=0.5, replay_buffer_num_slots=4),
+     "replay_proportion=0.5 applies to exp_replayer='one_time' only"),
+    (dict(exp_replayer="uniform"), "needs a feed-forward policy"),
+])
+def test_uniform_replay_settings_that_cannot_work_are_value_errors(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        learning_driver(None, **kwargs)
+
+
+def test_a_starved_replay_learner_gets_the_diagnosis():
+    envs = [CountingEnv(0, 3)]
+    gin.clear_config()
+    gin.bind_parameter("UniformReplay.capacity", 10**7)
+    gin.bind_parameter("UniformReplay.min_size", 10**7)  # not within the timeout
+    try:
+        driver = AsyncOffPolicyDriver(lambda i: envs[i], StatelessCountingPolicy(envs[0]), None,
+                                      num_envs=1, actor_queue_cap=1, unroll_length=4,
+                                      exp_replayer="uniform",
+                                      learner_queue_timeout=1.0)
+    finally:
+        gin.clear_config()
+    driver.start()
+    try:
+        with pytest.raises(LearnerStarvedError, match="env steps put in replay"):
+            driver.get_training_exps()
+    finally:
+        timed_stop(driver)
+
+
+# --- observers and metrics ------------------------------------------------------------
+
+def test_observers_see_every_unroll_and_metrics_agree_with_the_driver_statistics():
+    seen = []  # (env, first step count, shape) of every trajectory an observer got
+    observer = lambda traj: seen.append((int(traj.observation[0, 0, 0]),
+                                         int(traj.observation[0, 0, 2]), traj.reward.shape))
+    metrics = [tf_metrics.AverageReturnMetric(batch_size=6),
+               tf_metrics.NumberOfEpisodes(), tf_metrics.EnvironmentSteps()]
+    driver = learning_driver(None, observers=[observer], metrics=metrics)
+    driver.start()
+    try:
+        for _ in range(10):
+            driver.get_training_exps()
+    finally:
+        timed_stop(driver)
+    steps, episodes = driver.stats.num_env_steps, driver.stats.num_episodes
+    assert len(seen) * 3 * 3 == steps and all(shape == (3, 3) for _, _, shape in seen)
+    for env in (0, 1):  # each env's unrolls in order, none torn or repeated
+        firsts = [first for e, first, _ in seen if e == env]
+        assert firsts == list(range(0, 3 * len(firsts), 3))
+    # Every CartPole-free CountingEnv episode returns EPISODE_LENGTH - 1.
+    assert driver.stats.averages()[0] == metrics[0].result().numpy() == EPISODE_LENGTH - 1
+    # tf-agents counts an episode at its last transition, into the LAST step; the stats
+    # at the LAST step itself, which may be in the unroll after: at most one per sub-env.
+    assert episodes > 0 and 0 <= int(metrics[1].result()) - episodes <= 6
+    # tf-agents' EnvironmentSteps skips boundary steps (out of LAST): counts 4, 9, ...
+    # of each sub-env, which has stepped T = 3 times per unroll of its env.
+    counts = [3 * sum(e == env for e, _, _ in seen) for env in (0, 1)]
+    boundaries = sum(3 * ((count + 1) // EPISODE_LENGTH) for count in counts)
+    assert int(metrics[2].result()) == steps - boundaries

@@ -3,9 +3,10 @@ import pytest
 import tensorflow as tf
 from tf_agents.trajectories import time_step as ts
 
-from alf_async.algorithms import ImpalaAlgorithm, PPOAlgorithm
+from alf_async.algorithms import DqnAlgorithm, ImpalaAlgorithm, PPOAlgorithm
 from alf_async.devices import create_strategy
 from alf_async.environments import CartPoleBatchedEnv
+from alf_async import layout
 from alf_async.experience import Experience, LearnBatch
 from alf_async.learner import Learner
 from alf_async.schedules import schedule_value
@@ -36,16 +37,22 @@ def _batch(seed=0, state_spec=()):
 LSTM = dict(lstm_size=(8,), actor_fc_layers=(8,), value_fc_layers=(8,))
 
 
+DQN = dict(fc_layers=(8,), target_update_period=2)  # the target moves within the test
+
+
 def _learner(strategy, algorithm_class=PPOAlgorithm, algorithm_kwargs=None, **kwargs):
     env = CartPoleBatchedEnv(1)
+    if algorithm_class is not DqnAlgorithm:
+        algorithm_kwargs = dict(algorithm_kwargs or {}, entropy_coeff=0.01)
     with strategy.scope():
-        algo = algorithm_class(env.time_step_spec(), env.action_spec(), entropy_coeff=0.01,
+        algo = algorithm_class(env.time_step_spec(), env.action_spec(),
                                **(algorithm_kwargs or {}))
     return algo, Learner(algo, strategy, **kwargs)
 
 
 @pytest.mark.parametrize("algorithm_class, algorithm_kwargs", [
-    (PPOAlgorithm, None), (ImpalaAlgorithm, None), (PPOAlgorithm, LSTM), (ImpalaAlgorithm, LSTM)])
+    (PPOAlgorithm, None), (ImpalaAlgorithm, None), (PPOAlgorithm, LSTM), (ImpalaAlgorithm, LSTM),
+    (DqnAlgorithm, DQN)])
 def test_two_replicas_give_the_same_update_as_one(algorithm_class, algorithm_kwargs):
     kwargs = dict(num_epochs=1, num_minibatches=1, learning_rate=1e-2, epsilon=1.0,
                   grad_clip=None)
@@ -54,7 +61,7 @@ def test_two_replicas_give_the_same_update_as_one(algorithm_class, algorithm_kwa
     mirrored = create_strategy("mirrored", devices=["/cpu:0", "/cpu:1"])
     assert mirrored.num_replicas_in_sync == 2
     two_algo, two = _learner(mirrored, algorithm_class, algorithm_kwargs, **kwargs)
-    for a, b in zip(one_algo.variables_to_train, two_algo.variables_to_train):
+    for a, b in zip(one_algo.variables, two_algo.variables):  # targets too
         b.assign(a)
     before = [v.numpy() for v in one_algo.variables_to_train]
     for seed in range(3):
@@ -167,3 +174,43 @@ def test_non_finite_update_can_be_skipped_and_counted():
         np.testing.assert_array_equal(v.numpy(), b)
     info = learner.train(_batch())  # training goes on
     assert np.isfinite(info["loss"]) and int(learner.optimizer.iterations) == 1
+
+
+class _TwoTermAlgorithm(tf.Module):
+    """Loss terms `(a b - 1)^2` for `a` and `b^2` for `b` (SAC-style loss groups)."""
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = tf.Variable(1.0), tf.Variable(0.25)
+        self.loss_groups = [("fit", [self.a]), ("shrink", [self.b])]
+        self.variables_to_train = [self.a, self.b]
+        self.target = tf.Variable(0.0)
+
+    def observe(self, batch):
+        del batch
+
+    def set_env_steps(self, env_steps):
+        del env_steps
+
+    def preprocess(self, experience, bootstrap):
+        del bootstrap
+        return dict(mask=tf.ones_like(layout.flatten_time(experience.log_prob)))
+
+    def loss(self, samples):
+        fit = tf.square(self.a * self.b - 1.0) * samples["mask"]
+        shrink = tf.square(self.b) * samples["mask"]
+        return dict(loss=fit + shrink, fit=fit, shrink=shrink)
+
+    def after_sgd_step(self):
+        self.target.assign_add(1.0)
+
+
+def test_loss_groups_route_each_term_to_its_variables_and_the_hook_runs_per_step():
+    algo = _TwoTermAlgorithm()
+    learner = Learner(algo, num_epochs=1, num_minibatches=2, learning_rate=0.1,
+                      grad_clip=None)
+    learner.train(_batch())
+    # d fit / d b = -1.5 and d shrink / d b = 0.5: b follows shrink alone (down), not
+    # the sum (up); a follows fit (up).
+    assert algo.b.numpy() < 0.25 and algo.a.numpy() > 1.0
+    assert algo.target.numpy() == 2.0  # once per optimizer step

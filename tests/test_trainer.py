@@ -173,6 +173,51 @@ def test_pixel_configs_train_evaluate_export_and_play_on_uint8_frames(tmp_path, 
     assert gif.read_bytes()[:6] == b"GIF89a" and frames >= 2
 
 
+@pytest.mark.parametrize("config", ["dqn_cartpole", "sac_pendulum"])
+def test_replay_configs_train_evaluate_export_and_play(tmp_path, config):
+    root = tmp_path / config
+    result = _cli(f"--gin_file=gin_configs/{config}.gin", f"--root_dir={root}",
+                  "--gin_param=train.num_iterations=6", "--gin_param=train.num_env_steps=None",
+                  "--gin_param=UniformReplay.min_size=64", "--gin_param=UniformReplay.batch_size=64",
+                  "--gin_param=alf_async.Learner.num_minibatches=2",
+                  "--gin_param=train.summary_interval=3", "--gin_param=train.eval_interval=3",
+                  "--gin_param=train.num_eval_episodes=2", "--gin_param=train.seed=1",
+                  timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "uniform replay at" in result.stderr
+    scalars = read_scalars(str(root))
+    assert [s for s, _ in scalars["eval/AverageReturn"]] == [3, 6]
+    assert scalars["replay/achieved_ratio"][-1][1] > 0
+    assert scalars["loss/loss"]  # the learner trained on sampled windows
+    play = subprocess.run([sys.executable, "-m", "alf_async.play", f"--root_dir={root}",
+                           "--num_episodes=2"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
+    assert play.returncode == 0, play.stderr[-2000:]
+    assert "average_return=" in play.stdout
+
+
+@pytest.mark.slow
+def test_dqn_cartpole_learns_far_beyond_random_play(tmp_path):
+    root = str(tmp_path / "dqn")
+    result = _cli("--gin_file=gin_configs/dqn_cartpole.gin", f"--root_dir={root}",
+                  "--gin_param=train.num_env_steps=50000", "--gin_param=train.seed=1")
+    assert result.returncode == 0, result.stderr[-3000:]
+    scalars = read_scalars(root)
+    returns = [value for _, value in scalars["Metrics/AverageReturn"]]
+    assert returns[0] < 40 and max(returns[-3:]) >= 150, returns[-3:]  # random play: ~22
+    assert abs(scalars["replay/achieved_ratio"][-1][1] - 32) < 3
+
+
+@pytest.mark.slow
+def test_sac_pendulum_learns_to_swing_up(tmp_path):
+    root = str(tmp_path / "sac")
+    result = _cli("--gin_file=gin_configs/sac_pendulum.gin", f"--root_dir={root}",
+                  "--gin_param=train.num_env_steps=12000", "--gin_param=train.seed=1")
+    assert result.returncode == 0, result.stderr[-3000:]
+    returns = [value for _, value in read_scalars(root)["Metrics/AverageReturn"]]
+    assert returns[0] < -900 and max(returns[-3:]) >= -500, (returns[0], returns[-3:])
+
+
 @pytest.mark.slow
 def test_pendulum_config_improves_by_600_over_its_first_evaluation(tmp_path):
     root = str(tmp_path / "pendulum")

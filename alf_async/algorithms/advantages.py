@@ -1,4 +1,4 @@
-"""Advantage estimators on time-major `[T + 1, N]` sequences.
+"""Advantage and return estimators on time-major `[T + 1, N]` sequences.
 
 Index `t` follows the time-step convention of `alf_async.experience`: step
 `t + 1` carries the reward and discount of the transition out of step `t`,
@@ -52,3 +52,30 @@ def normalize(x, mask, epsilon: float = 1e-8):
     mean = total / count
     var = tf.maximum(total_sq / count - tf.square(mean), 0.0)
     return (x - mean) * tf.math.rsqrt(var + epsilon) * mask
+
+
+def n_step_return(rewards, discounts, step_types, values, gamma: float):
+    """The n-step return from row 0, cut where the episode ends (DQN's target).
+
+    `G = sum_{k<h} gamma^k D_k r_{k+1} + gamma^h D_h V(s_h)`, `D_k` the
+    product of `discounts[1..k]` and h = n, or the first LAST step among rows
+    1..n: a truncated episode (discount 1) bootstraps from its real final
+    observation, a terminated one (discount 0) does not bootstrap.
+
+    Args:
+        rewards, discounts, step_types, values: `[n + 1, N]`; `values[k]` is
+            the value of step k.
+        gamma: discount factor.
+
+    Returns:
+        `[N]` returns (meaningless where row 0 is LAST; mask those).
+    """
+    ones = tf.ones_like(rewards[:1])
+    # cum[k] = prod of gamma * discount over rows 1..k (cum[0] = 1).
+    cum = tf.concat([ones, tf.math.cumprod(gamma * discounts[1:], axis=0)], 0)
+    # reached[k]: row k + 1 is in row 0's episode (no LAST among rows 1..k).
+    not_last = tf.cast(tf.not_equal(step_types[1:-1], ts.StepType.LAST), rewards.dtype)
+    reached = tf.math.cumprod(tf.concat([ones, not_last], 0), axis=0)  # [n, N]
+    horizon = tf.cast(tf.reduce_sum(reached, 0), tf.int32)  # h in [1, n]
+    bootstrap = tf.gather(tf.transpose(cum * values), horizon, batch_dims=1)
+    return tf.reduce_sum(reached * cum[:-1] * rewards[1:], 0) + bootstrap

@@ -56,3 +56,32 @@ def test_last_step_of_unroll_bootstraps_from_next_value():
     assert abs(got[1, 0] - last) < 1e-5 and last != 0
     assert abs(got[0, 0] - (1.0 + 0.9 * 1.5 - 0.5 + 0.9 * last)) < 1e-5
 
+
+
+def numpy_n_step_return(rewards, discounts, step_types, values, gamma):
+    """Row 0's n-step return by a plain loop, stopping at the first LAST step."""
+    n = rewards.shape[0] - 1
+    out = np.zeros(rewards.shape[1])
+    for col in range(rewards.shape[1]):
+        total, scale = 0.0, 1.0
+        for k in range(1, n + 1):
+            total += scale * rewards[k, col]
+            scale *= gamma * discounts[k, col]
+            if step_types[k, col] == ts.StepType.LAST or k == n:
+                total += scale * values[k, col]
+                break
+        out[col] = total
+    return out
+
+
+def test_n_step_return_matches_numpy_loop():
+    rng = np.random.default_rng(3)
+    for n in (1, 3, 5):
+        rewards, discounts, step_types, values = _random_sequences(rng, t_len=n, n=64)
+        got = advantages.n_step_return(rewards, discounts, step_types, values, 0.9).numpy()
+        want = numpy_n_step_return(rewards, discounts, step_types, values, 0.9)
+        valid = step_types[0] != ts.StepType.LAST
+        np.testing.assert_allclose(got[valid], want[valid], rtol=1e-5, atol=1e-5)
+        # Some windows end early (terminated or truncated), some bootstrap at row n.
+        if n > 1:
+            assert (step_types[1:-1] == ts.StepType.LAST).any()

@@ -1,0 +1,161 @@
+"""Double DQN with n-step returns, learning from uniform replay."""
+
+from typing import Dict, Optional, Sequence
+
+import gin
+import tensorflow as tf
+from tf_agents.specs import tensor_spec
+
+from alf_async import layout, networks
+from alf_async.algorithms import advantages as adv_lib
+from alf_async.algorithms.normalization import Normalization
+from alf_async.algorithms.target_networks import TargetUpdater
+from alf_async.schedules import Schedule, schedule_value
+
+Samples = Dict[str, tf.Tensor]
+
+
+def huber(x, delta: float = 1.0):
+    """Element-wise Huber loss: `x^2 / 2` within `delta`, linear beyond."""
+    abs_x = tf.abs(x)
+    quadratic = tf.minimum(abs_x, delta)
+    return 0.5 * tf.square(quadratic) + delta * (abs_x - quadratic)
+
+
+@gin.configurable(module="alf_async")
+class DqnAlgorithm(tf.Module):
+    """Double DQN: Q(s, a) regressed to n-step returns bootstrapped by a target network.
+
+    The target of a window `s_0 ... s_n` (from `UniformReplay`, n =
+    `UniformReplay.sequence_length`) is `advantages.n_step_return` with
+    `V(s_h) = Q_target(s_h, argmax_a Q(s_h, a))`, computed once per learn
+    batch. Acting is epsilon-greedy, epsilon on a schedule of env steps.
+
+    Thread-safety: as `ActorCriticAlgorithm`: actors read the Q network's
+    variables while the learner's optimizer writes them.
+    """
+
+    def __init__(self, time_step_spec, action_spec,
+                 fc_layers: Sequence[int] = (256, 256),
+                 activation: str = "relu",
+                 conv_layers: networks.ConvLayers = (),
+                 observation_scale: float = 1.0,
+                 discount: float = 0.99,
+                 epsilon_greedy: Schedule = ((0, 1.0), (50_000, 0.05)),
+                 target_update_tau: float = 1.0,
+                 target_update_period: int = 500,
+                 reward_clip: Optional[float] = None,
+                 name: str = "dqn"):
+        """
+        Args:
+            time_step_spec, action_spec: unbatched tf-agents specs of one
+                sub-env; the action a scalar integer from 0.
+            fc_layers: hidden layer sizes of the Q network.
+            activation: name of a Keras activation for the hidden layers.
+            conv_layers: `(filters, kernel, stride)` per convolution for
+                `[H, W, C]` image observations.
+            observation_scale: observations are cast to float32 and multiplied
+                by this inside the network (1/255 for uint8 pixels).
+            discount: gamma.
+            epsilon_greedy: probability of a uniformly random action, a
+                constant or piecewise-linear `[(env_steps, value), ...]`.
+            target_update_tau, target_update_period: the target network
+                moves `tau` of the way to the Q network every `period`
+                optimizer steps (1.0 and 500: a periodic copy).
+            reward_clip: clip rewards to `[-reward_clip, reward_clip]` for
+                learning (None: as they are).
+
+        Raises:
+            ValueError: the action is not a scalar integer.
+        """
+        super().__init__(name=name)
+        self.time_step_spec = tensor_spec.from_spec(time_step_spec)
+        self.action_spec = tensor_spec.from_spec(action_spec)
+        if not self.action_spec.dtype.is_integer or self.action_spec.shape.rank != 0:
+            raise ValueError(f"DqnAlgorithm needs a Discrete action space, got "
+                             f"{self.action_spec}")
+        self._num_actions = int(self.action_spec.maximum) - int(self.action_spec.minimum) + 1
+        obs_spec = self.time_step_spec.observation
+        self.q_net, self.target_q_net = networks.q_networks(
+            obs_spec, self.action_spec, fc_layers, activation, conv_layers, observation_scale)
+        self.actor_net = networks.QPolicyNetwork(self.q_net, self.action_spec.dtype)
+        self.normalization = Normalization(obs_spec, discount)  # off: the exported policy reads it
+        self.recurrent = False
+        self._gamma = discount
+        self._reward_clip = reward_clip
+        self._epsilon_schedule = epsilon_greedy
+        self.epsilon = tf.Variable(schedule_value(epsilon_greedy, 0), trainable=False,
+                                   name="epsilon")
+        self._target = TargetUpdater(self.q_net.variables, self.target_q_net.variables,
+                                     target_update_tau, target_update_period)
+
+    @property
+    def policy_state_spec(self):
+        return ()
+
+    @property
+    def variables_to_train(self):
+        return self.q_net.trainable_variables
+
+    def set_env_steps(self, env_steps: int) -> None:
+        """Moves epsilon along its schedule to `env_steps`."""
+        self.epsilon.assign(schedule_value(self._epsilon_schedule, env_steps))
+
+    def observe(self, batch) -> None:
+        """Nothing to learn from a batch before training on it."""
+        del batch
+
+    def act(self, observation, step_type, policy_state, greedy: bool = False, seed=None):
+        """Epsilon-greedy actions for N observations (leaves `[N, ...]`).
+
+        Returns:
+            `(action, (), log_prob)`: `log_prob` of the epsilon-greedy policy.
+        """
+        del step_type
+        q_values, _ = self.q_net(observation, training=False)
+        best = tf.argmax(q_values, axis=-1, output_type=tf.int32)
+        if greedy:
+            return tf.cast(best, self.action_spec.dtype), policy_state, tf.zeros_like(
+                q_values[:, 0])
+        n = tf.shape(best)[:1]
+        if seed is None:
+            explore = tf.random.uniform(n) < self.epsilon
+            random = tf.random.uniform(n, 0, self._num_actions, tf.int32)
+        else:
+            explore = tf.random.stateless_uniform(n, seed) < self.epsilon
+            random = tf.random.stateless_uniform(n, seed + 1, 0, self._num_actions, tf.int32)
+        action = tf.where(explore, random, best)
+        prob = self.epsilon / self._num_actions + tf.where(
+            tf.equal(action, best), 1 - self.epsilon, 0.0)
+        return (tf.cast(action, self.action_spec.dtype) + self.action_spec.minimum,
+                policy_state, tf.math.log(prob))
+
+    def preprocess(self, experience, bootstrap) -> Samples:
+        """Windows `[S, n, 1, ...]` (bootstrap `[S, 1, ...]`) -> `[S]` samples with targets."""
+        steps = tf.nest.map_structure(layout.time_major_with_bootstrap,
+                                      experience.time_step, bootstrap)  # [n + 1, S]
+        reward = steps.reward
+        if self._reward_clip is not None:
+            reward = tf.clip_by_value(reward, -self._reward_clip, self._reward_clip)
+        observations = tf.nest.map_structure(layout.flatten_time, steps.observation)
+        q_values, _ = self.q_net(observations)
+        target_q, _ = self.target_q_net(observations)
+        best = tf.argmax(q_values, axis=-1, output_type=tf.int32)
+        values = tf.reshape(tf.gather(target_q, best, batch_dims=1), tf.shape(reward))
+        target = adv_lib.n_step_return(reward, steps.discount, steps.step_type,
+                                       tf.stop_gradient(values), self._gamma)
+        action = layout.time_major(experience.action)[0]
+        return dict(observation=tf.nest.map_structure(lambda x: x[0], steps.observation),
+                    action=tf.cast(action - self.action_spec.minimum, tf.int32),
+                    target=target, mask=adv_lib.transition_mask(steps.step_type)[0])
+
+    def loss(self, samples: Samples) -> Dict[str, tf.Tensor]:
+        """Per-sample Huber TD loss of a minibatch (`[N]`)."""
+        q_values, _ = self.q_net(samples["observation"], training=True)
+        q = tf.gather(q_values, samples["action"], batch_dims=1)
+        td_error = samples["target"] - q
+        return dict(loss=huber(td_error), td_error=tf.abs(td_error), q_value=q)
+
+    def after_sgd_step(self) -> None:
+        """Moves the target network (every `target_update_period` steps)."""
+        self._target.step()

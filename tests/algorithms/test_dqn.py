@@ -1,0 +1,92 @@
+import numpy as np
+import pytest
+import tensorflow as tf
+from tf_agents.specs import tensor_spec
+from tf_agents.trajectories import time_step as ts
+
+from alf_async.algorithms import DqnAlgorithm
+from alf_async.algorithms.dqn import huber
+from alf_async.environments import CartPoleBatchedEnv
+from alf_async.experience import Experience
+from tests.algorithms.test_advantages import _random_sequences, numpy_n_step_return
+
+GAMMA = 0.9
+
+
+def _algorithm(**kwargs):
+    env = CartPoleBatchedEnv(1)
+    return DqnAlgorithm(env.time_step_spec(), env.action_spec(), fc_layers=(16,),
+                        discount=GAMMA, **kwargs)
+
+
+def _windows(rng, n, s=48):
+    """Replay windows `[S, n, 1]` and their bootstrap `[S, 1]` from random sequences."""
+    rewards, discounts, step_types, _ = _random_sequences(rng, t_len=n, n=s)
+    observation = rng.normal(size=(n + 1, s, 4)).astype(np.float32)
+    steps = ts.TimeStep(step_types, rewards, discounts, observation)  # [n + 1, S]
+    window = lambda x: tf.constant(np.swapaxes(x[:-1], 0, 1)[:, :, None])
+    experience = Experience(tf.nest.map_structure(window, steps),
+                            tf.constant(rng.integers(0, 2, (s, n, 1))),
+                            tf.zeros([s, n, 1]), (), tf.zeros([s, n, 1], tf.int64))
+    bootstrap = tf.nest.map_structure(lambda x: tf.constant(x[-1][:, None]), steps)
+    return experience, bootstrap, steps
+
+
+def test_targets_are_double_dqn_n_step_returns_and_the_loss_is_huber():
+    rng = np.random.default_rng(0)
+    algo = _algorithm()
+    for v in algo.target_q_net.variables:  # a target network that differs from the online one
+        v.assign(v + rng.normal(scale=0.3, size=v.shape).astype(np.float32))
+    experience, bootstrap, steps = _windows(rng, n=3)
+    samples = algo.preprocess(experience, bootstrap)
+    q = np.stack([algo.q_net(o)[0].numpy() for o in steps.observation])  # [n + 1, S, 2]
+    q_target = np.stack([algo.target_q_net(o)[0].numpy() for o in steps.observation])
+    values = np.take_along_axis(q_target, q.argmax(-1)[..., None], -1)[..., 0]
+    want = numpy_n_step_return(steps.reward, steps.discount, steps.step_type, values, GAMMA)
+    valid = steps.step_type[0] != ts.StepType.LAST
+    np.testing.assert_array_equal(samples["mask"].numpy(), valid.astype(np.float32))
+    np.testing.assert_allclose(samples["target"].numpy()[valid], want[valid], rtol=1e-5,
+                               atol=1e-5)
+    action = experience.action.numpy()[:, 0, 0]
+    terms = algo.loss(samples)
+    td = want - q[0][np.arange(len(action)), action]
+    want_loss = np.where(np.abs(td) <= 1, 0.5 * td ** 2, np.abs(td) - 0.5)
+    np.testing.assert_allclose(terms["loss"].numpy()[valid], want_loss[valid], rtol=1e-4,
+                               atol=1e-5)
+
+
+def test_huber_is_quadratic_then_linear():
+    np.testing.assert_allclose(huber(tf.constant([-3.0, -0.5, 0.0, 2.0])).numpy(),
+                               [2.5, 0.125, 0.0, 1.5])
+
+
+def test_epsilon_greedy_frequencies_and_log_probs():
+    algo = _algorithm(epsilon_greedy=[(0, 1.0), (100, 0.2)])
+    algo.set_env_steps(50)  # epsilon halfway: 0.6
+    np.testing.assert_allclose(algo.epsilon.numpy(), 0.6)
+    observation = tf.constant(np.tile([[0.1, -0.2, 0.05, 0.3]], (20000, 1)), tf.float32)
+    step_type = tf.zeros([20000], tf.int32)
+    best = int(algo.act(observation[:1], step_type[:1], (), greedy=True)[0][0])
+    action, state, log_prob = algo.act(observation, step_type, ())
+    greedy = action.numpy() == best
+    assert state == ()
+    assert abs(greedy.mean() - (0.4 + 0.3)) < 0.015
+    np.testing.assert_allclose(log_prob.numpy(), np.where(greedy, np.log(0.7), np.log(0.3)),
+                               rtol=1e-5)
+    seeded = [algo.act(observation[:64], step_type[:64], (), seed=tf.constant([1, 2]))[0]
+              for _ in range(2)]
+    np.testing.assert_array_equal(seeded[0].numpy(), seeded[1].numpy())
+
+
+def test_the_exported_greedy_policy_takes_argmax_q():
+    algo = _algorithm()
+    observation = tf.random.normal([32, 4])
+    dist, _ = algo.actor_net(observation, step_type=None, network_state=())
+    np.testing.assert_array_equal(dist.mode().numpy(),
+                                  algo.q_net(observation)[0].numpy().argmax(-1))
+
+
+def test_needs_discrete_actions():
+    spec = ts.time_step_spec(tf.TensorSpec([3], tf.float32))
+    with pytest.raises(ValueError, match="DqnAlgorithm needs a Discrete action space"):
+        DqnAlgorithm(spec, tensor_spec.BoundedTensorSpec([1], tf.float32, -1.0, 1.0))
