@@ -501,8 +501,8 @@ def test_observers_see_every_unroll_and_metrics_agree_with_the_driver_statistics
     # tf-agents counts an episode at its last transition, into the LAST step; the stats
     # at the LAST step itself, which may be in the unroll after: at most one per sub-env.
     assert episodes > 0 and 0 <= int(metrics[1].result()) - episodes <= 6
-    # tf-agents' EnvironmentSteps skips boundary steps (out of LAST): counts 4, 9, ...
-    # of each sub-env, which has stepped T = 3 times per unroll of its env.
+    # tf-agents' EnvironmentSteps skips boundary steps (out of LAST): step counts 4, 9,
+    # ... of each sub-env, which has stepped T = 3 times per unroll of its env.
     counts = [3 * sum(e == env for e, _, _ in seen) for env in (0, 1)]
-    boundaries = sum(3 * ((count + 1) // EPISODE_LENGTH) for count in counts)
+    boundaries = sum(3 * (count // EPISODE_LENGTH) for count in counts)
     assert int(metrics[2].result()) == steps - boundaries
