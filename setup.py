@@ -45,6 +45,8 @@ setup(
         "minatar": MINATAR,
         # Uniform replay in a Reverb table (exp_replayer='uniform': SAC, DQN).
         "replay": REPLAY,
+        # Actor processes on other hosts, talking to the learner through Reverb.
+        "distributed": REPLAY,
         "test": ["pytest==9.2.0", "pytest-timeout==2.4.0", "matplotlib==3.8.4",
                  *MUJOCO, *BOX2D, *ATARI, *MINATAR, *REPLAY],
         "plot": ["matplotlib==3.8.4"],

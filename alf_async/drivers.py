@@ -132,7 +132,8 @@ class AsyncOffPolicyDriver:
                  metrics: Sequence = (),
                  deterministic: bool = False,
                  seed: Optional[int] = None,
-                 stop_grace_period_secs: float = 1.5):
+                 stop_grace_period_secs: float = 1.5,
+                 remote: Optional[Callable] = None):
         """
         Args:
             env_factory: `env_id -> batched PyEnvironment` of B sub-envs; all
@@ -175,6 +176,11 @@ class AsyncOffPolicyDriver:
                 `seed`, and Q divisible by E.
             seed: seeds sampling (actions in deterministic mode, replay).
             stop_grace_period_secs: how long `stop()` waits for threads.
+            remote: `(unroll_spec=, num_envs=) -> ReverbService`: collection runs
+                in actor processes (`python -m alf_async.actor`), each with
+                `num_envs` env threads, whose unrolls arrive through the
+                service's Reverb server; this process steps no env (it
+                builds env 0 only to read its specs).
         """
         check_sizes(num_envs, num_actor_queues, unroll_length, learn_queue_cap,
                     actor_queue_cap)
@@ -188,6 +194,9 @@ class AsyncOffPolicyDriver:
                              f"'uniform', got {exp_replayer!r}")
         if exp_replayer == "uniform":
             check_uniform_replay(algorithm, replay_proportion, deterministic, max_policy_lag)
+        if remote and deterministic:
+            raise ValueError("AsyncOffPolicyDriver.deterministic=True needs local envs, "
+                             "not remote actors")
         self._learner_loop = None  # attached by a LearnerLoop
         self._helpers = []  # threads started for others (the prefetch thread)
         self._num_replayed = _num_replayed(replay_proportion, learn_queue_cap)
@@ -201,32 +210,44 @@ class AsyncOffPolicyDriver:
         self._max_policy_lag = max_policy_lag
         self._restart_factory = env_factory if restart_failed_envs else None
         self.dropped_unrolls = 0
-        self._envs = [env_factory(i) for i in range(num_envs)]
-        for i, env in enumerate(self._envs):
-            _check_env_specs(env, i, algorithm)
+        self._num_envs = num_envs
+        self._envs = self._make_envs(env_factory, 1 if remote else num_envs, algorithm)
         self._batch_size = self._envs[0].batch_size
-        sizes = [env.batch_size for env in self._envs]
-        if len(set(sizes)) > 1:
-            raise ValueError(f"All envs must have the same batch_size, got {sizes}")
         request, reply, unroll, log = make_specs(
             algorithm.time_step_spec, algorithm.action_spec, algorithm.policy_state_spec,
             self._batch_size, unroll_length)
+        self._version = (policy_version if policy_version is not None else
+                         tf.Variable(0, dtype=tf.int64, trainable=False))
+        self.remote = remote(unroll_spec=unroll, num_envs=num_envs) if remote else None
+        if self.remote:
+            for env in self._envs:  # built for their specs only
+                env.close()
+            self._envs, num_envs, num_actor_queues = [], 0, 0
+        streams = self.remote.num_streams if self.remote else num_envs  # global env ids
         self._observers = list(observers)
-        self.metrics = StepMetrics(metrics, num_envs, self._batch_size) if metrics else None
+        self.metrics = StepMetrics(metrics, streams, self._batch_size) if metrics else None
         self._queues = TFQueues(
             num_envs, num_actor_queues, actor_queue_cap, learn_queue_cap, request, reply,
             unroll, unroll if observers or metrics else log,
             permits_per_env=learn_queue_cap // num_envs if deterministic else 0)
         self.uniform_replay = (UniformReplay(self._queues.learn_queue.spec)
                                if exp_replayer == "uniform" else None)
-        self._version = (policy_version if policy_version is not None else
-                         tf.Variable(0, dtype=tf.int64, trainable=False))
         self._coord = tf.train.Coordinator()
-        self.stats = EpisodeStats(num_envs, self._batch_size, episode_window)
+        self.stats = EpisodeStats(streams, self._batch_size, episode_window)
         self._threads = self._make_threads(num_envs, num_actor_queues, seed)
         self._started = self._stopped = self._error_raised = False
         self.compile_seconds = {}  # thread name -> seconds its prepare() took (start())
         self._busy_since, self._busy_totals = time.perf_counter(), {}
+
+    @staticmethod
+    def _make_envs(env_factory: Callable, num_envs: int, algorithm) -> list:
+        envs = [env_factory(i) for i in range(num_envs)]
+        for i, env in enumerate(envs):
+            _check_env_specs(env, i, algorithm)
+        sizes = [env.batch_size for env in envs]
+        if len(set(sizes)) > 1:
+            raise ValueError(f"All envs must have the same batch_size, got {sizes}")
+        return envs
 
     def _make_threads(self, num_envs: int, num_actor_queues: int, seed: Optional[int]):
         initial_state = tf.nest.map_structure(
@@ -249,8 +270,9 @@ class AsyncOffPolicyDriver:
                 for i, env in enumerate(self._envs)]
         writers = ([ReplayWriterThread("ReplayWriterThread", self._coord, q,
                                        self.uniform_replay)] if self.uniform_replay else [])
+        remote = self.remote.threads(self._coord, q) if self.remote else []
         log = LogThread("LogThread", self._coord, q, self.stats, self._observers, self.metrics)
-        return [*actors, *envs, *writers, log]
+        return [*actors, *envs, *remote, *writers, log]
 
     def _act(self, requests, seed=None) -> ActReply:
         """One policy call for an actor's `[n, B, ...]` requests -> `[n, B, ...]` replies.
@@ -307,8 +329,8 @@ class AsyncOffPolicyDriver:
 
     @property
     def num_envs(self) -> int:
-        """E, env threads."""
-        return len(self._envs)
+        """E, env threads (of each actor process, with remote actors)."""
+        return self._num_envs
 
     @property
     def unroll_length(self) -> int:
@@ -511,11 +533,12 @@ class AsyncOffPolicyDriver:
         actors = [t for t in self._threads if isinstance(t, ActorThread)]
         alive = lambda threads: sum(t.is_alive() for t in threads)
         replay = self.uniform_replay
-        return (f"{alive(envs)}/{len(envs)} env threads and {alive(actors)}/{len(actors)} "
-                f"actor threads alive, actor queue sizes "
-                f"{[int(q.size()) for q in self._queues.actor_queues]}, "
-                f"{sum(t.num_unrolls for t in envs)} unrolls produced, learn queue "
-                f"{self.learn_queue_size()}/{self._learn_queue_cap}" +
+        collection = self.remote.diagnose() if self.remote else (
+            f"{alive(envs)}/{len(envs)} env threads and {alive(actors)}/{len(actors)} "
+            f"actor threads alive, actor queue sizes "
+            f"{[int(q.size()) for q in self._queues.actor_queues]}, "
+            f"{sum(t.num_unrolls for t in envs)} unrolls produced")
+        return (f"{collection}, learn queue {self.learn_queue_size()}/{self._learn_queue_cap}" +
                 (f", {replay.inserted_steps} env steps put in replay" if replay else ""))
 
     def _starved(self) -> None:
@@ -583,3 +606,5 @@ class AsyncOffPolicyDriver:
                     thread.close_env()
             if self.uniform_replay:
                 self.uniform_replay.close()
+            if self.remote:
+                self.remote.close()

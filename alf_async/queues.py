@@ -112,8 +112,9 @@ class TFQueues:
             for i in range(num_envs if num_actor_queues else 0)
         ]
         self.learn_queue = NestFIFOQueue(learn_queue_cap, unroll_spec, name="learn_queue")
-        # A few records per env so that logging never throttles the envs.
-        self.log_queue = NestFIFOQueue(4 * num_envs, log_spec, name="log_queue")
+        # A few records per env so that logging never throttles the envs (and
+        # a few with no local env: a remote learner's reader fills it).
+        self.log_queue = NestFIFOQueue(max(4 * num_envs, 8), log_spec, name="log_queue")
         self.unroll_permits: List[NestFIFOQueue] = [
             NestFIFOQueue(permits_per_env, tf.TensorSpec([], tf.int32),
                           name=f"unroll_permits{i}")

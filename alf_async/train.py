@@ -20,6 +20,9 @@ _IMPORTS_SECONDS = time.perf_counter() - _IMPORTS_START
 flags.DEFINE_string("root_dir", None, "Directory for summaries, checkpoints and config.")
 flags.DEFINE_multi_string("gin_file", [], "Gin config file(s), applied in order.")
 flags.DEFINE_multi_string("gin_param", [], "Gin bindings, e.g. 'train.seed=1', applied last.")
+flags.DEFINE_integer("serve_port", None, "Collect with actor processes (python -m "
+                     "alf_async.actor) through a Reverb server on this port (0: any free "
+                     "port) instead of env threads in this process.")
 flags.mark_flag_as_required("root_dir")
 FLAGS = flags.FLAGS
 
@@ -37,7 +40,8 @@ def main(argv) -> None:
         logging.error("Bad gin configuration: %s", _first_line(error))
         sys.exit(2)
     try:
-        trainer.train(FLAGS.root_dir)
+        remote = {} if FLAGS.serve_port is None else dict(serve_port=FLAGS.serve_port)
+        trainer.train(FLAGS.root_dir, **remote)
     except ValueError as error:
         logging.error("Bad setting: %s", _first_line(error))
         sys.exit(2)

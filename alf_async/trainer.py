@@ -1,9 +1,9 @@
 """The training loop: driver + learner, summaries, checkpoints, progress."""
 
+import functools
 import os
 import signal
 import tempfile
-import threading
 import time
 from typing import Callable, Optional, Sequence
 
@@ -18,6 +18,8 @@ from alf_async.environments import create_environment
 from alf_async.evaluation import GreedyPolicy, export_policy, greedy_actions, run_episodes
 from alf_async.learner import Learner
 from alf_async.learner_loop import LearnerLoop
+from alf_async.remote import ReverbService
+from alf_async.signals import SignalStop
 
 
 def parse_config(gin_files: Sequence[str], bindings: Sequence[str]) -> None:
@@ -56,35 +58,6 @@ class TrainingInterrupted(Exception):
         super().__init__(f"Interrupted by {signal.Signals(signum).name} at iteration "
                          f"{iteration}; checkpoint saved")
         self.signum = signum
-
-
-class _SignalStop:
-    """Turns the first SIGINT/SIGTERM into a stop request; a second SIGINT exits now.
-
-    Installed only in the main thread (where Python delivers signals).
-    """
-
-    def __init__(self):
-        self.signum = None
-        self._previous = {}
-
-    def __enter__(self):
-        if threading.current_thread() is threading.main_thread():
-            for signum in (signal.SIGINT, signal.SIGTERM):
-                self._previous[signum] = signal.signal(signum, self._handle)
-        return self
-
-    def __exit__(self, *exc):
-        for signum, handler in self._previous.items():
-            signal.signal(signum, handler)
-
-    def _handle(self, signum, frame):
-        del frame
-        if self.signum is not None and signum == signal.SIGINT:
-            os._exit(128 + signum)
-        self.signum = signum
-        logging.warning("%s received: stopping after this iteration (again to exit now)",
-                        signal.Signals(signum).name)
 
 
 class _Timeline:
@@ -158,6 +131,8 @@ def _write_metrics(driver: AsyncOffPolicyDriver, loop: LearnerLoop, learner: Lea
     tf.summary.scalar("learner/skipped_updates", learner.skipped_updates, step=iteration)
     tf.summary.scalar("learner/dropped_unrolls", driver.dropped_unrolls, step=iteration)
     tf.summary.scalar("driver/env_restarts", driver.env_restarts, step=iteration)
+    if driver.remote:
+        tf.summary.scalar("driver/actors_alive", driver.remote.actors_alive(), step=iteration)
     for metric in driver.metrics.metrics if driver.metrics else []:
         tf.summary.scalar(f"metrics/{metric.name}", metric.result(), step=iteration)
     if driver.uniform_replay:
@@ -202,10 +177,13 @@ def _log_progress(counters: _Counters, fps: float, average_return: float, learn_
                      "(num_envs) or sub-envs (num_parallel_environments) would feed it faster.")
 
 
-def build(algorithm_class: Callable = PPOAlgorithm, seed: Optional[int] = None):
+def build(algorithm_class: Callable = PPOAlgorithm, seed: Optional[int] = None,
+          serve_port: Optional[int] = None):
     """Builds the algorithm, learner, driver and learner loop from the gin configuration.
 
-    Every size rule is checked here, before any thread starts.
+    Every size rule is checked here, before any thread starts. With
+    `serve_port`, the driver takes its unrolls from actor processes through a
+    `ReverbService` listening there (0: a free port).
 
     Returns:
         `(algorithm, learner, driver, loop)`; the driver is not started.
@@ -219,7 +197,12 @@ def build(algorithm_class: Callable = PPOAlgorithm, seed: Optional[int] = None):
         algorithm = algorithm_class(probe.time_step_spec(), probe.action_spec())
     probe.close()
     learner = Learner(algorithm, strategy, seed=seed)
-    driver = AsyncOffPolicyDriver(env_factory, algorithm, learner.train_step, seed=seed)
+    remote = None
+    if serve_port is not None:
+        remote = functools.partial(ReverbService, variables=algorithm.variables,
+                                   version=learner.train_step, port=serve_port)
+    driver = AsyncOffPolicyDriver(env_factory, algorithm, learner.train_step, seed=seed,
+                                  remote=remote)
     learner.check_batch_shape(*driver.learn_batch_shape)
     loop = LearnerLoop(learner, driver)
     if driver.deterministic:
@@ -233,7 +216,7 @@ class _StopCondition:
 
     def __init__(self, counters: _Counters, num_iterations: Optional[int],
                  num_env_steps: Optional[int], stop_at_return: Optional[float],
-                 interrupt: _SignalStop):
+                 interrupt: SignalStop):
         if num_iterations is None and num_env_steps is None and stop_at_return is None:
             raise ValueError("train needs num_iterations, num_env_steps or stop_at_return")
         self._counters = counters
@@ -274,10 +257,12 @@ def _log_start(algorithm, learner: Learner, driver: AsyncOffPolicyDriver) -> Non
                  f"{replay.batch_size} windows of {replay.sequence_length} steps")
     else:
         batch = f"{driver.env_steps_per_batch} frames"
+    where = (f"remote actor processes (port {driver.remote.port}), each " if driver.remote
+             else "")
     logging.info(
-        "Training %s: %d env threads x %d sub-envs, unroll_length %d, learn_queue_cap %d "
+        "Training %s: %s%d env threads x %d sub-envs, unroll_length %d, learn_queue_cap %d "
         "(%s, %.3g MiB per learn batch), %d learner replica(s) on %s",
-        type(algorithm).__name__, driver.num_envs, driver.batch_size, driver.unroll_length,
+        type(algorithm).__name__, where, driver.num_envs, driver.batch_size, driver.unroll_length,
         driver.learn_queue_cap, batch, driver.learn_batch_bytes / 2**20,
         learner.strategy.num_replicas_in_sync, ", ".join(learner.devices))
 
@@ -343,7 +328,8 @@ def train(root_dir: str,
           max_checkpoints: int = 3,
           log_interval_secs: float = 5.0,
           eval_interval: int = 0,
-          num_eval_episodes: int = 10) -> dict:
+          num_eval_episodes: int = 10,
+          serve_port: Optional[int] = None) -> dict:
     """Trains `algorithm_class` with an `AsyncOffPolicyDriver` until done.
 
     Re-running with the same `root_dir` resumes from its latest checkpoint;
@@ -365,6 +351,9 @@ def train(root_dir: str,
         eval_interval: iterations between greedy evaluations (0: none).
         num_eval_episodes: episodes per evaluation, played in parallel on a
             separate env.
+        serve_port: collect with actor processes (`python -m alf_async.actor
+            --server=THIS_HOST:PORT`) through a Reverb server on this port
+            (0: a free one) instead of env threads here (None).
 
     Returns:
         Final metrics: iteration, env_steps, episodes, average_return,
@@ -372,9 +361,9 @@ def train(root_dir: str,
         optimizer_steps and learning_rate.
     """
     root_dir = check_writable(root_dir)
-    interrupt = _SignalStop()
+    interrupt = SignalStop()
     timeline = _Timeline()
-    algorithm, learner, driver, loop = build(algorithm_class, seed)
+    algorithm, learner, driver, loop = build(algorithm_class, seed, serve_port)
     counters = _Counters(learner)
     done = _StopCondition(counters, num_iterations, num_env_steps, stop_at_return, interrupt)
     checkpoint = tf.train.Checkpoint(algorithm=algorithm, learner=learner, counters=counters)

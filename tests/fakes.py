@@ -127,3 +127,28 @@ class StatelessCountingPolicy(CountingPolicy):
     def act(self, observation, step_type, policy_state, seed=None):
         count = tf.cast(observation[:, 2], tf.int64)
         return count % 2, (), -tf.cast(count, tf.float32)
+
+
+class WeightPolicy(tf.Module):
+    """`CountingPolicy` whose action is the value of its one variable, `weight`.
+
+    Remote tests publish weights and read back, from the actions, which
+    weights acted.
+    """
+
+    def __init__(self, time_step_spec, action_spec, weight_shape=()):
+        super().__init__(name="weight_policy")
+        self.time_step_spec = time_step_spec
+        self.action_spec = action_spec
+        self.policy_state_spec = tf.TensorSpec([], tf.int32)
+        self.weight = tf.Variable(tf.zeros(weight_shape, tf.int64))
+
+    def act(self, observation, step_type, policy_state, seed=None):
+        state = tf.where(step_type == ts.StepType.FIRST, 0, policy_state) + 1
+        action = tf.fill(tf.shape(step_type), tf.reshape(self.weight, [-1])[0])
+        return action, state, -tf.cast(observation[:, 2], tf.float32)
+
+
+def weight_policy_for(env, weight_shape=()):
+    return WeightPolicy(tensor_spec.from_spec(env.time_step_spec()),
+                        tensor_spec.from_spec(env.action_spec()), weight_shape)

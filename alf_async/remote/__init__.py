@@ -1,0 +1,26 @@
+"""Collection on other hosts: actor processes that talk to the learner through Reverb.
+
+```
+ python -m alf_async.actor --task=K  (any host, any number)
+   env threads + actor threads of an AsyncOffPolicyDriver, no learner
+   | ActorProcess: every [T, B] unroll, with its task and a global env id,
+   | goes to the Reverb queue table 'unrolls' (bounded flushes: backpressure)
+   v
+ Reverb server in the learner process (python -m alf_async.train --serve_port=P)
+   | UnrollReaderThread -> the driver's learn queue and log queue, as local
+   | env threads would -> get_training_exps() / run_async(), unchanged
+   |
+   | WeightsPublisherThread: the algorithm's variables and the policy version
+   v into the table 'weights' at start and every `publish_interval` updates
+ WeightsPuller (in each actor process): pulls them every few seconds or
+   unrolls, in the background, and assigns them to its copy of the algorithm.
+```
+
+Needs dm-reverb (`pip install -e '.[distributed]'`), imported only when a
+server or client is built: importing this package registers the gin
+configurables and costs nothing else.
+"""
+
+
+from alf_async.remote.actor_process import ActorProcess
+from alf_async.remote.service import ReverbService

@@ -1,0 +1,227 @@
+"""An actor process: the driver's env and actor threads, writing to a remote learner.
+
+`python -m alf_async.actor` runs one `ActorProcess`. It acts with its own
+copy of the algorithm, whose variables a `WeightsPuller` keeps close to the
+learner's, and writes every unroll to the learner's Reverb 'unrolls' table.
+"""
+
+import threading
+import time
+from typing import Callable, Optional
+
+import gin
+import tensorflow as tf
+from absl import logging
+
+from alf_async.drivers import AsyncOffPolicyDriver
+from alf_async.environments import create_environment
+from alf_async.experience import Unroll
+from alf_async.remote import weights
+from alf_async.remote.reverb_lib import import_reverb
+from alf_async.remote.service import UNROLLS, RemoteUnroll
+
+
+class LearnerGone(RuntimeError):
+    """The learner's server stopped answering for `server_timeout_secs`."""
+
+
+class WeightsPuller(threading.Thread):
+    """Pulls the learner's weights every `interval_secs`, or sooner on `request()`.
+
+    A daemon thread apart from acting: a pull assigns the variables the
+    actors read (as a local learner's update would) and then the version.
+    A failed pull is logged and retried at the next occasion.
+    """
+
+    def __init__(self, client, variables, version: tf.Variable, interval_secs: float,
+                 timeout_secs: float):
+        super().__init__(name="WeightsPuller", daemon=True)
+        self._client, self._variables, self._version = client, variables, version
+        self._interval, self._timeout = interval_secs, timeout_secs
+        self._wake, self._stopping = threading.Event(), threading.Event()
+        self.num_pulls = 0
+
+    def request(self) -> None:
+        self._wake.set()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self._wake.set()
+
+    def run(self) -> None:
+        while not self._stopping.is_set():
+            self._wake.wait(self._interval)
+            self._wake.clear()
+            if self._stopping.is_set():
+                return
+            self.pull_once()
+
+    def pull_once(self):
+        """One pull; returns `(version, max_actors)` or None (nothing new, or failed)."""
+        try:
+            pulled = weights.pull(self._client, self._variables, self._timeout,
+                                  newer_than=int(self._version.numpy()))
+        except weights.IncompatibleWeights:
+            raise
+        except Exception as error:  # pylint: disable=broad-except
+            logging.warning("Pulling weights failed: %s", error)
+            return None
+        if pulled is not None:
+            self._version.assign(pulled[0])
+            self.num_pulls += 1
+        return pulled
+
+
+@gin.configurable(module="alf_async")
+class ActorProcess:
+    """Collects experience for the learner at `server` as actor task `task`.
+
+    It builds the driver of the shared gin configuration with the
+    learner-side options off (one-time replay, no policy-lag check, no
+    observers), waits for the learner's first weights, then sends every
+    unroll, stamped with the policy version that acted, to the 'unrolls'
+    table. A full table makes it wait (the learner sets the pace); a server
+    that stops answering for `server_timeout_secs` ends it (`LearnerGone`).
+
+    Thread-safety: `run()` is called once, from one thread.
+    """
+
+    _FLUSH_MS = 200  # longest a write waits before checking for a stop
+    _PULL_TIMEOUT_SECS = 2.0  # longest a weight pull waits for the server
+
+    def __init__(self, server: str, task: int, algorithm_class: Callable,
+                 seed: Optional[int] = None,
+                 pull_interval_secs: float = 1.0,
+                 pull_every_unrolls: int = 0,
+                 server_timeout_secs: float = 30.0,
+                 connect_timeout_secs: float = 300.0,
+                 env_factory: Optional[Callable] = None):
+        """
+        Args:
+            server: `HOST:PORT` of the learner's Reverb server.
+            task: this process's index, `0 ... ReverbService.max_actors - 1`.
+            algorithm_class: the learner's (`train.algorithm_class`).
+            seed: seeds this process's envs and TensorFlow (None: random).
+            pull_interval_secs: seconds between weight pulls.
+            pull_every_unrolls: also pull after this many unrolls (0: never).
+            server_timeout_secs: how long the server may stay unreachable
+                while training before the process ends.
+            connect_timeout_secs: how long to wait for the learner's first
+                weights (the learner may still be starting).
+            env_factory: `env_id -> batched env`; None: `create_environment`
+                seeded per task and env.
+
+        Raises:
+            ValueError: a bad `task`, or weights that do not fit the algorithm.
+            LearnerGone: no weights within `connect_timeout_secs`.
+        """
+        if not isinstance(task, int) or task < 0:
+            raise ValueError(f"--task must be an integer >= 0, got {task!r}")
+        self._reverb = import_reverb()
+        self.server, self.task = server, task
+        self._client = self._reverb.Client(server)
+        self._server_timeout = server_timeout_secs
+        self._pull_every = pull_every_unrolls
+        env_factory = env_factory or self._seeded_envs(seed)
+        probe = env_factory(0)
+        algorithm = algorithm_class(probe.time_step_spec(), probe.action_spec())
+        probe.close()
+        version = tf.Variable(-1, dtype=tf.int64, trainable=False)
+        self.puller = WeightsPuller(self._client, algorithm.variables, version,
+                                    pull_interval_secs, self._PULL_TIMEOUT_SECS)
+        self._await_first_weights(connect_timeout_secs)
+        self.driver = AsyncOffPolicyDriver(
+            env_factory, algorithm, version, exp_replayer="one_time", replay_proportion=0.0,
+            max_policy_lag=None, deterministic=False, observers=(), metrics=(),
+            learn_queue_cap=1)
+        self._writer = self._client.trajectory_writer(num_keep_alive_refs=1)
+        self.unrolls_sent = 0
+
+    def _seeded_envs(self, seed: Optional[int]) -> Callable:
+        """`create_environment` with seeds apart from every other task's (and TF seeded)."""
+        if seed is None:
+            return lambda i: create_environment(seed=None)
+        tf.random.set_seed(seed + 7919 * self.task)
+        return lambda i: create_environment(seed=seed + 1000 * i + 100_000 * (self.task + 1))
+
+    def _await_first_weights(self, timeout_secs: float) -> None:
+        deadline = time.monotonic() + timeout_secs
+        while time.monotonic() < deadline:
+            pulled = self.puller.pull_once()
+            if pulled is not None:
+                if self.task >= pulled[1]:
+                    raise ValueError(f"--task={self.task} must be < the learner's "
+                                     f"ReverbService.max_actors={pulled[1]}")
+                logging.info("Actor task %d: weights of update %d from %s", self.task,
+                             pulled[0], self.server)
+                return
+            time.sleep(1.0)
+        raise LearnerGone(f"no weights from a learner at --server={self.server} within "
+                          f"{timeout_secs:.0f} s (is `alf_async.train --serve_port` running "
+                          f"there, and reachable?)")
+
+    def run(self, should_stop: Callable[[], bool]) -> int:
+        """Collects until `should_stop()` or the learner is gone; returns unrolls sent.
+
+        Raises:
+            LearnerGone: the server stopped answering.
+            ThreadError: an env or actor thread failed (names it).
+            ValueError: the unrolls do not fit the learner's table.
+        """
+        self.driver.start()
+        self.puller.start()
+        try:
+            while not should_stop():
+                self._send(self.driver.get_training_exps())
+                if not self._flush(should_stop):
+                    break
+                self.unrolls_sent += 1
+                if self._pull_every and self.unrolls_sent % self._pull_every == 0:
+                    self.puller.request()
+        finally:
+            self.puller.stop()
+            self.driver.stop()
+            self._writer.close()
+            # A pull in flight ends within its timeout; exiting while Reverb's
+            # threads run would abort the process.
+            self.puller.join(timeout=self._PULL_TIMEOUT_SECS + 1)
+        return self.unrolls_sent
+
+    def _send(self, batch) -> None:
+        """Queues the item of the batch's one unroll (its env id made global)."""
+        first = lambda x: x[0]
+        unroll = Unroll(tf.nest.map_structure(first, batch.experience),
+                        tf.nest.map_structure(first, batch.bootstrap),
+                        batch.env_ids[0] + self.task * self.driver.num_envs)
+        self._writer.append(tf.nest.map_structure(
+            lambda x: x.numpy(), RemoteUnroll(unroll, tf.constant(self.task, tf.int32))))
+        try:
+            self._writer.create_item(UNROLLS, 1.0, tf.nest.map_structure(
+                lambda column: column[-1], self._writer.history))
+        except ValueError as error:
+            raise ValueError(f"this actor's unrolls do not fit the learner's table (start "
+                             f"it with the learner's --gin_file and --gin_param): "
+                             f"{str(error).splitlines()[0]}") from None
+
+    def _flush(self, should_stop: Callable[[], bool]) -> bool:
+        """Waits until the server took the unroll; False if stopped meanwhile."""
+        last_contact = time.monotonic()
+        while not should_stop():
+            try:
+                self._writer.flush(timeout_ms=self._FLUSH_MS)
+                return True
+            except (self._reverb.errors.DeadlineExceededError, RuntimeError):
+                pass
+            if self._reachable():  # a full queue: the learner sets the pace
+                last_contact = time.monotonic()
+            elif time.monotonic() - last_contact > self._server_timeout:
+                raise LearnerGone(f"the learner at {self.server} has not answered for "
+                                  f"{self._server_timeout:.0f} s (stopped or failed)")
+        return False
+
+    def _reachable(self) -> bool:
+        try:
+            self._client.server_info(timeout=1)
+            return True
+        except Exception:  # pylint: disable=broad-except
+            return False

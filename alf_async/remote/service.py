@@ -1,0 +1,212 @@
+"""The learner's side of remote collection: Reverb server, unroll reader, weights publisher."""
+
+import threading
+import time
+from typing import Any, Callable, Dict, NamedTuple, Optional, Sequence
+
+import gin
+import tensorflow as tf
+from absl import logging
+
+from alf_async.experience import LogRecord, Unroll
+from alf_async.queues import TFQueues
+from alf_async.remote import weights
+from alf_async.remote.reverb_lib import import_reverb
+from alf_async.threads import DriverThread
+
+UNROLLS = "unrolls"
+
+
+class RemoteUnroll(NamedTuple):
+    """An item of the 'unrolls' table: an actor process's `[T, B]` unroll.
+
+    `unroll.env_id` is global, `task * num_envs + local env thread`, so that
+    every env thread of every actor process is one stream; `task` is the
+    actor process's `--task`.
+    """
+    unroll: Unroll
+    task: Any
+
+
+def remote_unroll_spec(unroll_spec: Unroll) -> RemoteUnroll:
+    return RemoteUnroll(unroll_spec, tf.TensorSpec([], tf.int32))
+
+
+class ActorRegistry:
+    """When each actor process last delivered an unroll, and how many it delivered.
+
+    Thread-safety: `seen()` is called by the reader thread; the readers from any.
+    """
+
+    def __init__(self, timeout_secs: float):
+        self._timeout = timeout_secs
+        self._lock = threading.Lock()
+        self._last_seen: Dict[int, float] = {}
+        self._unrolls: Dict[int, int] = {}
+
+    def seen(self, task: int) -> None:
+        with self._lock:
+            self._last_seen[task] = time.monotonic()
+            self._unrolls[task] = self._unrolls.get(task, 0) + 1
+
+    def alive(self) -> int:
+        """Actor processes that delivered an unroll within the timeout."""
+        now = time.monotonic()
+        with self._lock:
+            return sum(now - t <= self._timeout for t in self._last_seen.values())
+
+    def unrolls(self, task: int) -> int:
+        with self._lock:
+            return self._unrolls.get(task, 0)
+
+    def describe(self) -> str:
+        now = time.monotonic()
+        with self._lock:
+            if not self._last_seen:
+                return "no actor process has delivered an unroll"
+            return "; ".join(f"actor task {task}: {self._unrolls[task]} unrolls, last "
+                             f"{now - seen:.1f} s ago"
+                             for task, seen in sorted(self._last_seen.items()))
+
+
+class UnrollReaderThread(DriverThread):
+    """Moves unrolls from the 'unrolls' table to the learn queue and the log queue.
+
+    It stands in for local env threads: downstream of the learn queue
+    (`get_training_exps`, replay, policy-lag checks, statistics) nothing changes.
+    """
+
+    _POLL_MS = 200  # longest a wait for an unroll goes without checking for a stop
+
+    def __init__(self, name: str, coord: tf.train.Coordinator, queues: TFQueues,
+                 address: str, registry: ActorRegistry):
+        super().__init__(name, coord, queues.close_all)
+        self._queues = queues
+        self._registry = registry
+        self._dataset = import_reverb().TrajectoryDataset.from_table_signature(
+            address, UNROLLS, max_in_flight_samples_per_worker=1,
+            rate_limiter_timeout_ms=self._POLL_MS)
+        self._samples = None
+        self._log_unrolls = isinstance(queues.log_queue.spec, Unroll)
+
+    def _step(self) -> None:
+        if self._samples is None:
+            self._samples = iter(self._dataset)
+        try:
+            item = next(self._samples).data
+        except (StopIteration, tf.errors.OutOfRangeError):  # no unroll within the poll
+            self._samples = None
+            return
+        self._registry.seen(int(item.task))
+        unroll = item.unroll
+        self._queues.learn_queue.enqueue(unroll)
+        time_step = unroll.experience.time_step
+        self._queues.log_queue.enqueue(unroll if self._log_unrolls else LogRecord(
+            time_step.reward, time_step.step_type, unroll.env_id))
+
+
+class WeightsPublisherThread(DriverThread):
+    """Publishes the weights whenever the policy version has advanced by `interval`."""
+
+    _POLL_SECS = 0.05
+
+    def __init__(self, name: str, coord: tf.train.Coordinator, queues: TFQueues,
+                 publish: Callable[[int], None], version: tf.Variable, interval: int,
+                 published: int):
+        super().__init__(name, coord, queues.close_all)
+        self._publish = publish
+        self._version = version
+        self._interval = interval
+        self._published = published
+
+    def _step(self) -> None:
+        if self._coord.wait_for_stop(self._POLL_SECS):
+            return
+        version = int(self._version.numpy())
+        if version - self._published >= self._interval:
+            self._publish(version)
+            self._published = version
+
+
+@gin.configurable(module="alf_async")
+class ReverbService:
+    """The Reverb server of a learner whose actors run in other processes.
+
+    Holds two tables: 'unrolls', a queue of `queue_capacity` unrolls that
+    actor processes write to (a full queue makes their writes wait: the
+    learner sets the pace), and 'weights', the newest variables and policy
+    version, published at construction and every `publish_interval` updates.
+    Its threads (`threads()`) run under the driver's coordinator.
+
+    The server listens on every interface of the host at `port`.
+    """
+
+    def __init__(self, unroll_spec: Unroll, variables: Sequence[tf.Variable],
+                 version: tf.Variable, num_envs: int,
+                 port: Optional[int] = None,
+                 max_actors: int = 16,
+                 queue_capacity: int = 8,
+                 publish_interval: int = 1,
+                 actor_timeout_secs: float = 30.0):
+        """
+        Args:
+            unroll_spec: spec of one unroll (`[T, B, ...]` leaves).
+            variables: the algorithm's variables, sent to the actors.
+            version: the learner's update count (the policy version).
+            num_envs: E, env threads per actor process.
+            port: where the server listens (None or 0: a free port).
+            max_actors: actor tasks must be `0 ... max_actors - 1`.
+            queue_capacity: unrolls the 'unrolls' table holds.
+            publish_interval: learner updates between weight publications.
+            actor_timeout_secs: an actor process that delivered no unroll
+                for this long is not counted in `actors_alive()`.
+        """
+        for name, value in [("max_actors", max_actors), ("queue_capacity", queue_capacity),
+                            ("publish_interval", publish_interval)]:
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"ReverbService.{name} must be an integer >= 1, got {value!r}")
+        reverb = import_reverb()
+        self._server = reverb.Server(
+            [reverb.Table.queue(UNROLLS, queue_capacity, signature=remote_unroll_spec(
+                unroll_spec)), weights.weights_table()], port=port or None)
+        self.port = self._server.port
+        self.address = f"127.0.0.1:{self.port}"
+        self._client = reverb.Client(self.address)
+        self._variables, self._version = list(variables), version
+        self.max_actors, self.num_envs = max_actors, num_envs
+        self._publish_interval = publish_interval
+        self.registry = ActorRegistry(actor_timeout_secs)
+        self._published = int(version.numpy())
+        self.publish(self._published)
+        logging.info("Reverb server for remote actors listening on port %d", self.port)
+
+    @property
+    def num_streams(self) -> int:
+        """Global env ids in use: `max_actors * num_envs`."""
+        return self.max_actors * self.num_envs
+
+    def publish(self, version: int) -> None:
+        """Makes the current weights, stamped `version`, the actors' next pull."""
+        weights.publish(self._client, self._variables, version, self.max_actors)
+
+    def threads(self, coord: tf.train.Coordinator, queues: TFQueues):
+        """The reader and publisher threads, for the driver to start and join."""
+        return [UnrollReaderThread("UnrollReaderThread", coord, queues, self.address,
+                                   self.registry),
+                WeightsPublisherThread("WeightsPublisherThread", coord, queues, self.publish,
+                                       self._version, self._publish_interval,
+                                       self._published)]
+
+    def queued_unrolls(self) -> int:
+        return int(self._client.server_info(timeout=5)[UNROLLS].current_size)
+
+    def actors_alive(self) -> int:
+        return self.registry.alive()
+
+    def diagnose(self) -> str:
+        return (f"remote actors on port {self.port}: {self.registry.describe()}; "
+                f"{self.queued_unrolls()} unrolls in the Reverb queue")
+
+    def close(self) -> None:
+        """Stops the server; call once its threads have ended."""
+        self._server.stop()

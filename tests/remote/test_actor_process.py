@@ -1,0 +1,192 @@
+"""Actor processes and the learner's Reverb service, in one process (threads, fake envs).
+
+The actors here are `ActorProcess` objects run in threads, talking to the
+learner's server on 127.0.0.1 exactly as separate processes would;
+`tests/test_actor.py` runs real processes.
+"""
+
+import functools
+import threading
+import time
+
+import gin
+import numpy as np
+import pytest
+import tensorflow as tf
+
+pytest.importorskip("reverb")
+
+from alf_async.drivers import AsyncOffPolicyDriver  # noqa: E402
+from alf_async.errors import LearnerStarvedError  # noqa: E402
+from alf_async.remote import ActorProcess, ReverbService  # noqa: E402
+from alf_async.remote.actor_process import LearnerGone  # noqa: E402
+from alf_async.remote.weights import IncompatibleWeights  # noqa: E402
+from fakes import CountingEnv, timed_stop, weight_policy_for  # noqa: E402
+
+E, T = 2, 3  # env threads per actor process, steps per unroll
+
+
+@pytest.fixture(autouse=True)
+def small_drivers():
+    """Learner and actors share these driver sizes, as they share a gin file."""
+    gin.bind_parameter("alf_async.AsyncOffPolicyDriver.num_envs", E)
+    gin.bind_parameter("alf_async.AsyncOffPolicyDriver.unroll_length", T)
+    gin.bind_parameter("alf_async.AsyncOffPolicyDriver.actor_queue_cap", 1)
+    yield
+    gin.clear_config()
+
+
+def _learner(version, timeout=30.0, **service):
+    policy = weight_policy_for(CountingEnv(0))
+    remote = functools.partial(ReverbService, variables=policy.variables, version=version,
+                               port=0, **service)
+    driver = AsyncOffPolicyDriver(CountingEnv, policy, version, learn_queue_cap=2,
+                                  learner_queue_timeout=timeout, remote=remote)
+    return driver, policy
+
+
+class _ActorThread:
+    """An `ActorProcess` running in a thread until `stop()`; keeps what `run` raised."""
+
+    def __init__(self, address, task, weight_shape=(), **settings):
+        self.actor = ActorProcess(
+            address, task, lambda ts, a: weight_policy_for(CountingEnv(0), weight_shape),
+            env_factory=CountingEnv, **dict(dict(pull_interval_secs=0.05,
+                                                 server_timeout_secs=1.0,
+                                                 connect_timeout_secs=5.0), **settings))
+        self._stop, self.error = threading.Event(), None
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        try:
+            self.actor.run(self._stop.is_set)
+        except Exception as error:  # pylint: disable=broad-except
+            self.error = error
+
+    def stop(self):
+        self._stop.set()
+        self.thread.join(timeout=10)
+        assert not self.thread.is_alive(), "the actor did not stop"
+
+
+def _take(driver, n):
+    batches = [driver.get_training_exps() for _ in range(n)]
+    unrolls = [(int(env_id), {k: v[q] for k, v in dict(
+        count=b.experience.time_step.observation[..., 2].numpy(),
+        local=b.experience.time_step.observation[..., 0].numpy(),
+        bootstrap=b.bootstrap.observation[..., 2].numpy(),
+        action=b.experience.action.numpy(),
+        version=b.experience.policy_version.numpy()).items()})
+        for b in batches for q, env_id in enumerate(b.env_ids.numpy())]
+    return unrolls
+
+
+def test_unrolls_of_every_actor_env_arrive_whole_once_and_in_order():
+    driver, _ = _learner(tf.Variable(0, dtype=tf.int64))
+    driver.start()
+    actors = [_ActorThread(driver.remote.address, task) for task in (0, 1)]
+    try:
+        time.sleep(2.5)  # a full queue for longer than server_timeout_secs: actors wait
+        unrolls = _take(driver, 16)
+        assert driver.remote.actors_alive() == 2
+    finally:
+        for actor in actors:
+            actor.stop()
+        timed_stop(driver, bound=5.0)
+    assert all(actor.error is None for actor in actors)
+    streams = {}
+    for env_id, unroll in unrolls:
+        assert (unroll["local"] == env_id % E).all()  # global id = task * E + local env
+        streams.setdefault(env_id, []).append(unroll)
+    assert set(streams) == {0, 1, 2, 3}
+    for env_id, stream in streams.items():
+        counts = np.concatenate([u["count"] for u in stream])  # [steps, B]
+        expected = np.arange(len(counts))[:, None] * np.ones_like(counts[:1])
+        np.testing.assert_array_equal(counts, expected, err_msg=f"stream {env_id}")
+        for unroll in stream:
+            np.testing.assert_array_equal(unroll["bootstrap"], unroll["count"][-1] + 1)
+    assert sum(len(s) for s in streams.values()) == 32
+    assert driver.remote.registry.unrolls(0) + driver.remote.registry.unrolls(1) >= 32
+
+
+def test_steps_carry_the_version_of_the_pulled_weights_that_acted():
+    version = tf.Variable(0, dtype=tf.int64)
+    driver, policy = _learner(version)
+    driver.start()
+    actor = _ActorThread(driver.remote.address, 0)
+    try:
+        _take(driver, 2)
+        policy.weight.assign(7)
+        version.assign(3)  # the publisher thread sends weights 7 with version 3
+        deadline, unrolls = time.time() + 20, []
+        while time.time() < deadline and not any((u["version"] == 3).any() for _, u in unrolls):
+            unrolls += _take(driver, 1)
+    finally:
+        actor.stop()
+        timed_stop(driver, bound=5.0)
+    versions = np.concatenate([u["version"] for _, u in unrolls])
+    actions = np.concatenate([u["action"] for _, u in unrolls])
+    assert (versions == 3).any(), "the new weights never reached the actor"
+    assert set(np.unique(versions)) <= {0, 3}
+    np.testing.assert_array_equal(actions[versions == 3], 7)  # stamp 3: weights 7 acted
+    for env_id in {e for e, _ in unrolls}:
+        stamps = np.concatenate([u["version"][:, 0] for e, u in unrolls if e == env_id])
+        assert (np.diff(stamps) >= 0).all()
+
+
+def test_a_task_beyond_max_actors_is_refused_naming_the_setting():
+    driver, _ = _learner(tf.Variable(0, dtype=tf.int64), max_actors=2)
+    try:
+        with pytest.raises(ValueError, match="--task=2 must be < .*max_actors=2"):
+            _ActorThread(driver.remote.address, 2)
+    finally:
+        driver.stop()
+
+
+def test_an_actor_built_from_another_config_is_refused():
+    driver, _ = _learner(tf.Variable(0, dtype=tf.int64))
+    try:
+        with pytest.raises(IncompatibleWeights, match="--gin_file"):
+            _ActorThread(driver.remote.address, 0, weight_shape=(2,))
+    finally:
+        driver.stop()
+
+
+def test_actors_end_by_themselves_once_the_learner_is_gone():
+    driver, _ = _learner(tf.Variable(0, dtype=tf.int64))
+    driver.start()
+    actor = _ActorThread(driver.remote.address, 0)
+    _take(driver, 2)
+    driver.stop()
+    actor.thread.join(timeout=15)  # server_timeout_secs is 1
+    assert not actor.thread.is_alive()
+    assert isinstance(actor.error, LearnerGone) and "has not answered" in str(actor.error)
+
+
+def test_lost_actors_drop_from_actors_alive_and_then_starve_the_learner_with_a_diagnosis():
+    driver, _ = _learner(tf.Variable(0, dtype=tf.int64), timeout=4.0, actor_timeout_secs=1.0)
+    driver.start()
+    actors = [_ActorThread(driver.remote.address, task) for task in (0, 1)]
+    try:
+        _take(driver, 4)
+        actors[0].stop()
+        time.sleep(1.5)
+        _take(driver, 2)  # the other actor goes on feeding
+        assert driver.remote.actors_alive() == 1
+        actors[1].stop()
+        start = time.time()
+        with pytest.raises(LearnerStarvedError, match=r"actor task 0: \d+ unrolls, last"):
+            _take(driver, 8)
+        assert time.time() - start < 4.0 + 3.0
+    finally:
+        for actor in actors:
+            actor.stop()
+        driver.stop()
+
+
+def test_an_actor_with_no_learner_gives_up_after_connect_timeout():
+    start = time.time()
+    with pytest.raises(LearnerGone, match="no weights from a learner at --server=127.0.0.1:1"):
+        _ActorThread("127.0.0.1:1", 0, connect_timeout_secs=2.0)
+    assert time.time() - start < 10

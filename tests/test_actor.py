@@ -1,0 +1,154 @@
+"""`python -m alf_async.actor` processes feeding a learner on 127.0.0.1.
+
+Every process is started here, waited for with a bound and killed by its PID
+in a `finally`.
+"""
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import gin
+import pytest
+
+pytest.importorskip("reverb")
+
+from alf_async import trainer  # noqa: E402
+from alf_async.errors import LearnerStarvedError  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+GIN_FILE = "gin_configs/ppo_remote.gin"
+SMALL = ["create_environment.num_parallel_environments=8",
+         "AsyncOffPolicyDriver.learner_queue_timeout=20.0",
+         "ReverbService.actor_timeout_secs=3.0",
+         "ActorProcess.server_timeout_secs=3.0"]
+
+
+class _Processes:
+    """Actor (or learner) processes of one test; `kill_all()` stops what is left."""
+
+    def __init__(self, tmp_path):
+        self._tmp_path = tmp_path
+        self.procs = {}
+
+    def start(self, name, args):
+        log = open(self._tmp_path / f"{name}.log", "w")
+        self.procs[name] = subprocess.Popen([sys.executable, "-m", *args], cwd=ROOT,
+                                            stdout=log, stderr=subprocess.STDOUT)
+        log.close()
+        return self.procs[name]
+
+    def actor(self, task, port, params=SMALL):
+        return self.start(f"actor{task}", [
+            "alf_async.actor", f"--server=127.0.0.1:{port}", f"--task={task}",
+            f"--gin_file={GIN_FILE}", *[f"--gin_param={p}" for p in params]])
+
+    def log(self, name):
+        return (self._tmp_path / f"{name}.log").read_text()
+
+    def kill_all(self):
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                os.kill(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=10)
+
+
+@pytest.fixture
+def processes(tmp_path):
+    procs = _Processes(tmp_path)
+    yield procs
+    procs.kill_all()
+
+
+@pytest.fixture
+def learner():
+    """The learner's driver in this process, serving a free port (it does not train)."""
+    trainer.parse_config([os.path.join(ROOT, GIN_FILE)], SMALL)
+    _, _, driver, _ = trainer.build(serve_port=0)
+    driver.start()
+    yield driver
+    driver.stop()
+    gin.clear_config()
+
+
+def _wait_for_tasks(driver, tasks, timeout=120.0, min_batches=1):
+    """Takes learn batches until unrolls of every task in `tasks` came; returns their tasks."""
+    seen, deadline = [], time.time() + timeout
+    while not set(tasks) <= set(seen) or len(seen) < min_batches * driver.learn_queue_cap:
+        assert time.time() < deadline, f"tasks seen {sorted(set(seen))}, waited for {tasks}"
+        batch = driver.get_training_exps()
+        seen += [int(e) // driver.num_envs for e in batch.env_ids.numpy()]
+    return seen
+
+
+@pytest.mark.timeout(600)
+def test_actors_die_join_and_leave_while_the_learner_goes_on(learner, processes):
+    port = learner.remote.port
+    actors = [processes.actor(task, port) for task in (0, 1)]
+    _wait_for_tasks(learner, [0, 1])
+    assert learner.remote.actors_alive() == 2
+
+    os.kill(actors[0].pid, signal.SIGKILL)
+    time.sleep(3.5)  # ReverbService.actor_timeout_secs
+    after_kill = _wait_for_tasks(learner, [1], min_batches=8)  # past what was queued
+    assert learner.remote.actors_alive() == 1
+    assert set(after_kill[-4:]) == {1}
+
+    newcomer = processes.actor(2, port)
+    _wait_for_tasks(learner, [2])
+    assert learner.remote.actors_alive() == 2
+
+    os.kill(actors[1].pid, signal.SIGTERM)  # a clean stop after the current unroll
+    assert actors[1].wait(timeout=30) == 0
+    assert "stopped by a signal" in processes.log("actor1")
+
+    learner.stop()  # the learner goes away: the last actor ends by itself
+    assert newcomer.wait(timeout=3.0 + 30) == 0
+    assert "has not answered for 3 s" in processes.log("actor2")
+
+
+@pytest.mark.timeout(600)
+def test_a_learner_whose_actors_all_died_starves_with_their_last_sighting(learner, processes):
+    actor = processes.actor(0, learner.remote.port)
+    _wait_for_tasks(learner, [0])
+    os.kill(actor.pid, signal.SIGKILL)
+    start = time.time()
+    with pytest.raises(LearnerStarvedError, match=r"actor task 0: \d+ unrolls, last [\d.]+ s ago"):
+        for _ in range(100):
+            learner.get_training_exps()
+    assert time.time() - start < 20.0 + 10
+
+
+@pytest.mark.timeout(120)
+def test_bad_actor_settings_exit_2_with_one_line(processes):
+    proc = processes.start("bad_task", ["alf_async.actor", "--server=127.0.0.1:1", "--task=-1",
+                                        f"--gin_file={GIN_FILE}"])
+    assert proc.wait(timeout=90) == 2
+    assert "--task must be an integer >= 0, got -1" in processes.log("bad_task")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_a_learner_and_two_actor_processes_train_cartpole_to_475(tmp_path, processes):
+    root = tmp_path / "run"
+    learner = processes.start("learner", [
+        "alf_async.train", f"--gin_file={GIN_FILE}", f"--root_dir={root}", "--serve_port=0",
+        "--gin_param=train.stop_at_return=475.0", "--gin_param=train.num_env_steps=3000000"])
+    deadline, port = time.time() + 120, None
+    while port is None and time.time() < deadline and learner.poll() is None:
+        found = re.search(r"listening on port (\d+)", processes.log("learner"))
+        port = found and int(found.group(1))
+        time.sleep(0.5)
+    assert port, processes.log("learner")[-2000:]
+    params = ["ActorProcess.server_timeout_secs=5.0"]
+    actors = [processes.actor(task, port, params) for task in (0, 1)]
+    assert learner.wait(timeout=700) == 0, processes.log("learner")[-3000:]
+    log = processes.log("learner")
+    assert "Average return reached 475.0" in log
+    result = re.search(r"Training done: .*'average_return': ([\d.]+)", log)
+    assert float(result.group(1)) >= 475.0
+    for task, actor in enumerate(actors):
+        assert actor.wait(timeout=60) == 0, processes.log(f"actor{task}")[-2000:]
