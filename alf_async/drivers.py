@@ -270,9 +270,9 @@ class AsyncOffPolicyDriver:
                 for i, env in enumerate(self._envs)]
         writers = ([ReplayWriterThread("ReplayWriterThread", self._coord, q,
                                        self.uniform_replay)] if self.uniform_replay else [])
-        remote = self.remote.threads(self._coord, q) if self.remote else []
+        self._remote_threads = self.remote.threads(self._coord, q) if self.remote else []
         log = LogThread("LogThread", self._coord, q, self.stats, self._observers, self.metrics)
-        return [*actors, *envs, *remote, *writers, log]
+        return [*actors, *envs, *self._remote_threads, *writers, log]
 
     def _act(self, requests, seed=None) -> ActReply:
         """One policy call for an actor's `[n, B, ...]` requests -> `[n, B, ...]` replies.
@@ -593,8 +593,9 @@ class AsyncOffPolicyDriver:
         self._coord.request_stop()
         self._queues.close_all()
         try:
-            if self._started:
-                self._coord.join(self._threads + self._helpers,
+            if self._started:  # the remote service joins its own threads (close())
+                self._coord.join([t for t in self._threads + self._helpers
+                                  if t not in self._remote_threads],
                                  stop_grace_period_secs=self._grace)
         except Exception:
             if not self._error_raised:

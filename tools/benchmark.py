@@ -12,6 +12,12 @@ shared machines (+-15 % here); ratios taken in one run are steadier, and
 --repeats=N interleaves N rounds and reports the medians.
 
     python tools/benchmark.py --duration=10 --repeats=3 --out=bench.json
+
+With --remote=K it measures instead, for K actor processes
+(`python -m alf_async.actor`) feeding the learner through Reverb on
+127.0.0.1 against the same env threads in the learner's process: collection
+(3) and end to end (1) each way, their ratios, and the CPU time per frame of
+all processes together (the transport's overhead is the difference).
 """
 
 import json
@@ -33,6 +39,8 @@ flags.DEFINE_integer("repeats", 1, "Rounds of all measurements; each figure and 
                      "down for a while slows every figure alike).")
 flags.DEFINE_boolean("tf_agents", True, "Also measure tf-agents' synchronous PPO.")
 flags.DEFINE_string("out", None, "Write the figures as JSON here.")
+flags.DEFINE_integer("remote", 0, "Compare K actor processes through Reverb with in-process "
+                     "collection instead (0: the usual figures).")
 FLAGS = flags.FLAGS
 
 
@@ -126,8 +134,32 @@ def tf_agents_ppo() -> float:
     return toolkit.rate(iteration, FLAGS.duration, FLAGS.warmup)
 
 
+def collection(remote: bool, train: bool) -> dict:
+    """Frames/s and CPU us per frame of learning (`train`) or only dequeuing, with
+    the envs in this process or in --remote actor processes."""
+    name = ("remote_" if remote else "") + ("end_to_end" if train else "actor_only")
+
+    def measure(driver, unused_learner):
+        step = driver.run_async if train else lambda: driver.get_training_exps().env_steps
+        if not remote:
+            fps, cpu = toolkit.rate_and_cpu(step, FLAGS.duration, FLAGS.warmup)
+            return {name: fps, f"{name}_cpu_us_per_frame": cpu}
+        with toolkit.actor_processes(FLAGS.remote, driver.remote.port) as pids:
+            driver.get_training_exps()  # the actors have started
+            fps, cpu = toolkit.rate_and_cpu(step, FLAGS.duration, FLAGS.warmup, pids)
+        return {name: fps, f"{name}_cpu_us_per_frame": cpu}
+
+    return toolkit.with_driver(measure, serve_port=0 if remote else None)
+
+
 def measure_round() -> dict:
-    """Every figure once, in the order of the module docstring."""
+    """Every figure once, in the order of the module docstring (or the --remote ones)."""
+    if FLAGS.remote:
+        figures = {}
+        for train in (False, True):
+            for remote in (False, True):
+                figures.update(collection(remote, train))
+        return figures
     fns = {"end_to_end": end_to_end, "learner_only": learner_only,
            "actor_only": actor_only, "raw_env": raw_env}
     if FLAGS.tf_agents:
@@ -136,6 +168,13 @@ def measure_round() -> dict:
 
 
 def ratios_of(figures: dict) -> dict:
+    if FLAGS.remote:
+        return {"remote/in_process actor_only": figures["remote_actor_only"] /
+                figures["actor_only"],
+                "remote/in_process end_to_end": figures["remote_end_to_end"] /
+                figures["end_to_end"],
+                "transport us/frame (actor_only)": figures["remote_actor_only_cpu_us_per_frame"]
+                - figures["actor_only_cpu_us_per_frame"]}
     ratios = {"end_to_end/learner_only": figures["end_to_end"] / figures["learner_only"],
               "actor_only/raw_env": figures["actor_only"] / figures["raw_env"]}
     if "tf_agents" in figures:
@@ -155,12 +194,13 @@ def main(argv) -> None:
     ratios = medians([ratios_of(r) for r in rounds])
     spread = lambda key: (f"{min(r[key] for r in rounds):>14,.0f}"
                           f"{max(r[key] for r in rounds):>14,.0f}")
-    print(f"{'measurement':<28}{'frames/s':>14}" + (f"{'min':>14}{'max':>14}"
-                                                     if FLAGS.repeats > 1 else ""))
+    width = max(len(name) for name in [*figures, *ratios]) + 2
+    print(f"{'measurement':<{width}}{'frames/s':>14}" + (f"{'min':>14}{'max':>14}"
+                                                         if FLAGS.repeats > 1 else ""))
     for name, value in figures.items():
-        print(f"{name:<28}{value:>14,.0f}" + (spread(name) if FLAGS.repeats > 1 else ""))
+        print(f"{name:<{width}}{value:>14,.0f}" + (spread(name) if FLAGS.repeats > 1 else ""))
     for name, value in ratios.items():
-        print(f"{name:<28}{value:>14.2f}")
+        print(f"{name:<{width}}{value:>14.2f}")
     if FLAGS.out:
         with open(FLAGS.out, "w") as f:
             json.dump({"frames_per_sec": figures, "ratios": ratios, "rounds": rounds,

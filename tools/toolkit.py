@@ -4,8 +4,13 @@ Each tool is a script (`python tools/<name>.py`); this module sits next to
 them, so `import toolkit` finds it.
 """
 
+import contextlib
+import os
+import signal
+import subprocess
+import sys
 import time
-from typing import Callable, List
+from typing import Callable, List, Sequence
 
 import gin
 from absl import flags
@@ -62,9 +67,52 @@ def rate(step_fn: Callable[[], int], duration: float, warmup: float) -> float:
     return frames / (time.perf_counter() - start)
 
 
-def with_driver(fn: Callable):
-    """Runs `fn(driver, learner)` on a started driver (from the gin config), then stops it."""
-    _, learner, driver, _ = trainer.build()
+def cpu_seconds(pids: Sequence[int] = ()) -> float:
+    """CPU time (user + system) of this process and of processes `pids` (Linux /proc)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = time.process_time()
+    for pid in pids:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        total += (int(fields[11]) + int(fields[12])) / ticks  # utime, stime
+    return total
+
+
+def rate_and_cpu(step_fn: Callable[[], int], duration: float, warmup: float,
+                 pids: Sequence[int] = ()):
+    """`(frames/s, CPU microseconds per frame)` of `step_fn`, CPU counted over this
+    process and `pids`."""
+    rate(step_fn, 0.0, warmup)
+    cpu = cpu_seconds(pids)
+    frames_per_sec = rate(step_fn, duration, 0.0)
+    return frames_per_sec, (cpu_seconds(pids) - cpu) * 1e6 / (frames_per_sec * duration)
+
+
+@contextlib.contextmanager
+def actor_processes(num: int, port: int):
+    """`num` `python -m alf_async.actor` processes with this run's gin, feeding `port`.
+
+    Yields their PIDs; kills them by PID on exit.
+    """
+    params = [f"--gin_param={p}" for p in FLAGS.gin_param + size_bindings()]
+    procs = [subprocess.Popen(
+        [sys.executable, "-m", "alf_async.actor", f"--server=127.0.0.1:{port}", f"--task={k}",
+         *[f"--gin_file={g}" for g in FLAGS.gin_file], *params],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for k in range(num)]
+    try:
+        yield [p.pid for p in procs]
+    finally:
+        for proc in procs:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
+
+
+def with_driver(fn: Callable, serve_port=None):
+    """Runs `fn(driver, learner)` on a started driver (from the gin config), then stops it.
+
+    With `serve_port`, the driver serves remote actors there instead of stepping envs.
+    """
+    _, learner, driver, _ = trainer.build(serve_port=serve_port)
     driver.start()
     try:
         return fn(driver, learner)

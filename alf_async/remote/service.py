@@ -141,6 +141,8 @@ class ReverbService:
     The server listens on every interface of the host at `port`.
     """
 
+    _CLOSE_TIMEOUT_SECS = 10
+
     def __init__(self, unroll_spec: Unroll, variables: Sequence[tf.Variable],
                  version: tf.Variable, num_envs: int,
                  port: Optional[int] = None,
@@ -176,6 +178,7 @@ class ReverbService:
         self.max_actors, self.num_envs = max_actors, num_envs
         self._publish_interval = publish_interval
         self.registry = ActorRegistry(actor_timeout_secs)
+        self._threads = []
         self._published = int(version.numpy())
         self.publish(self._published)
         logging.info("Reverb server for remote actors listening on port %d", self.port)
@@ -190,12 +193,13 @@ class ReverbService:
         weights.publish(self._client, self._variables, version, self.max_actors)
 
     def threads(self, coord: tf.train.Coordinator, queues: TFQueues):
-        """The reader and publisher threads, for the driver to start and join."""
-        return [UnrollReaderThread("UnrollReaderThread", coord, queues, self.address,
-                                   self.registry),
-                WeightsPublisherThread("WeightsPublisherThread", coord, queues, self.publish,
-                                       self._version, self._publish_interval,
-                                       self._published)]
+        """The reader and publisher threads, for the driver to start; `close()` joins them."""
+        self._threads = [
+            UnrollReaderThread("UnrollReaderThread", coord, queues, self.address,
+                               self.registry),
+            WeightsPublisherThread("WeightsPublisherThread", coord, queues, self.publish,
+                                   self._version, self._publish_interval, self._published)]
+        return self._threads
 
     def queued_unrolls(self) -> int:
         return int(self._client.server_info(timeout=5)[UNROLLS].current_size)
@@ -208,5 +212,17 @@ class ReverbService:
                 f"{self.queued_unrolls()} unrolls in the Reverb queue")
 
     def close(self) -> None:
-        """Stops the server; call once its threads have ended."""
+        """Joins the service's threads (their stop must be requested), then stops the server.
+
+        A read can outlast its poll by a few seconds after an actor died
+        mid-write, and one in progress when the server stops would never
+        return: the server stays up until the threads are gone.
+        """
+        for thread in self._threads:
+            if thread.ident is not None:
+                thread.join(timeout=self._CLOSE_TIMEOUT_SECS)
+        if any(thread.is_alive() for thread in self._threads):
+            logging.warning("Reverb service threads still running after %d s; leaving the "
+                            "server to the end of the process", self._CLOSE_TIMEOUT_SECS)
+            return
         self._server.stop()

@@ -29,3 +29,20 @@ def test_benchmark_smoke_run_reports_every_figure(tmp_path):
         assert value == pytest.approx((rounds[0][name] + rounds[1][name]) / 2), name
     ratio = [r["actor_only"] / r["raw_env"] for r in rounds]
     assert report["ratios"]["actor_only/raw_env"] == pytest.approx(sum(ratio) / 2)
+
+
+def test_remote_benchmark_compares_actor_processes_with_in_process_collection(tmp_path):
+    out = tmp_path / "bench.json"
+    result = subprocess.run(
+        [sys.executable, "tools/benchmark.py", "--remote=1", "--duration=1", "--warmup=0.5",
+         "--num_parallel_environments=8", "--unroll_length=8", f"--out={out}"],
+        cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(out.read_text())
+    figures, ratios = report["frames_per_sec"], report["ratios"]
+    for name in ("actor_only", "remote_actor_only", "end_to_end", "remote_end_to_end"):
+        assert figures[name] > 0 and figures[f"{name}_cpu_us_per_frame"] > 0, name
+    assert ratios["remote/in_process actor_only"] == pytest.approx(
+        figures["remote_actor_only"] / figures["actor_only"])
+    assert ratios["transport us/frame (actor_only)"] == pytest.approx(
+        figures["remote_actor_only_cpu_us_per_frame"] - figures["actor_only_cpu_us_per_frame"])
