@@ -1,6 +1,7 @@
 """Choosing the learner's devices: a `tf.distribute.Strategy` from gin."""
 
 import functools
+import os
 from typing import Optional, Sequence
 
 import gin
@@ -32,16 +33,21 @@ def split_host_cpu(num_logical_cpus: int) -> None:
 
 @gin.configurable(module="alf_async")
 def create_strategy(kind: str = "default", devices: Optional[Sequence[str]] = None,
-                    num_logical_cpus: int = 0) -> tf.distribute.Strategy:
+                    num_logical_cpus: int = 0,
+                    collective_timeout_secs: float = 300.0) -> tf.distribute.Strategy:
     """The learner's distribution strategy.
 
     Args:
-        kind: 'default' (one device, no distribution) or 'mirrored'
-            (data-parallel over `devices`, all-reduced gradients).
+        kind: 'default' (one device, no distribution), 'mirrored'
+            (data-parallel over `devices`, all-reduced gradients) or
+            'multi_worker' (data-parallel over the worker processes of
+            `TF_CONFIG`, each over its own GPUs or CPU).
         devices: device names for 'mirrored'; None: every GPU, or every
             logical CPU when there is no GPU.
         num_logical_cpus: if > 0, first split the host CPU into this many
             logical devices (CPU-only multi-device runs and tests).
+        collective_timeout_secs: 'multi_worker': a gradient all-reduce that
+            waits this long for a worker fails (a dead worker stops the others).
 
     Returns:
         A `tf.distribute.Strategy`.
@@ -50,8 +56,11 @@ def create_strategy(kind: str = "default", devices: Optional[Sequence[str]] = No
         split_host_cpu(num_logical_cpus)
     if kind == "default":
         return tf.distribute.get_strategy()
+    if kind == "multi_worker":
+        return _multi_worker_strategy(collective_timeout_secs)
     if kind != "mirrored":
-        raise ValueError(f"create_strategy.kind must be 'default' or 'mirrored', got {kind!r}")
+        raise ValueError(f"create_strategy.kind must be 'default', 'mirrored' or "
+                         f"'multi_worker', got {kind!r}")
     if devices is None:
         gpus = tf.config.list_logical_devices("GPU")
         devices = [d.name for d in gpus or tf.config.list_logical_devices("CPU")]
@@ -63,3 +72,33 @@ def _mirrored_strategy(devices) -> tf.distribute.MirroredStrategy:
     # One strategy per device set and process: two MirroredStrategy objects
     # over the same devices can hand out clashing collective-op keys.
     return tf.distribute.MirroredStrategy(devices=list(devices))
+
+
+@functools.lru_cache(maxsize=None)
+def _multi_worker_strategy(timeout_secs: float) -> tf.distribute.MultiWorkerMirroredStrategy:
+    if "TF_CONFIG" not in os.environ:
+        raise ValueError("create_strategy.kind='multi_worker' needs TF_CONFIG (the cluster's "
+                         "worker addresses and this worker's index) in the environment")
+    return tf.distribute.MultiWorkerMirroredStrategy(
+        communication_options=tf.distribute.experimental.CommunicationOptions(
+            timeout_seconds=timeout_secs))
+
+
+def worker_index(strategy: tf.distribute.Strategy) -> int:
+    """This process's index among the learner's workers (0, the chief, when only one)."""
+    resolver = getattr(strategy, "cluster_resolver", None)
+    return int(resolver.task_id or 0) if resolver is not None and resolver.task_type else 0
+
+
+def num_workers(strategy: tf.distribute.Strategy) -> int:
+    """Worker processes of the learner (1 unless 'multi_worker')."""
+    return getattr(strategy.extended, "_num_workers", 1)
+
+
+def local_devices(strategy: tf.distribute.Strategy) -> list:
+    """Names of this process's replica devices."""
+    if isinstance(strategy, (tf.distribute.MirroredStrategy,
+                             tf.distribute.MultiWorkerMirroredStrategy)):
+        return list(strategy.extended.worker_devices)
+    default = tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("CPU")
+    return [default[0].name]

@@ -8,6 +8,7 @@ import gin
 import tensorflow as tf
 from absl import logging
 
+from alf_async import devices as devices_lib
 from alf_async import layout
 from alf_async.experience import LearnBatch
 from alf_async.metrics import StageClock
@@ -133,22 +134,20 @@ class Learner(tf.Module):
 
     @property
     def devices(self):
-        """Names of the devices the replicas run on."""
-        if isinstance(self._strategy, tf.distribute.MirroredStrategy):
-            return list(self._strategy.extended.worker_devices)
-        default = tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("CPU")
-        return [default[0].name]
+        """Names of the devices this process's replicas run on."""
+        return devices_lib.local_devices(self._strategy)
 
     def check_batch_shape(self, num_unrolls: int, unroll_length: int,
                           batch_size: int) -> None:
         """Raises ValueError unless a `[Q, T, B]` batch of Q = `num_unrolls` splits evenly.
 
-        The Q * B columns are split across replicas, and each replica's
-        samples (Q * T * B / replicas steps, or its Q * B / replicas
-        sequences for a recurrent algorithm) into `num_minibatches` x
-        `num_microbatches` pieces.
+        The Q * B columns are split across this process's replicas (a
+        multi-worker learner's other workers train on batches of their own),
+        and each replica's samples (Q * T * B / replicas steps, or its Q * B /
+        replicas sequences for a recurrent algorithm) into `num_minibatches`
+        x `num_microbatches` pieces.
         """
-        replicas = self._strategy.num_replicas_in_sync
+        replicas = len(self.devices)
         columns = num_unrolls * batch_size
         if columns % replicas:
             raise ValueError(
@@ -207,7 +206,7 @@ class Learner(tf.Module):
         self.optimizer.learning_rate = schedule_value(self._learning_rate,
                                                       int(self.env_steps))
         self._algorithm.set_env_steps(int(self.env_steps))
-        self.env_steps.assign_add(batch.env_steps)
+        self.env_steps.assign_add(self.all_workers_sum(batch.env_steps))
         start = time.perf_counter()
         update = int(self.train_step) + 1
         try:
@@ -227,16 +226,30 @@ class Learner(tf.Module):
             clock.add("grad", time.perf_counter() - start)
         return info
 
+    def all_workers_sum(self, value: int) -> int:
+        """`value` summed over the learner's worker processes (all-reduced if several).
+
+        Every worker then counts the same env steps, so that schedules
+        (learning rate, entropy) move in step on all of them.
+        """
+        if devices_lib.num_workers(self._strategy) == 1:
+            return value
+        local = len(self.devices)
+        values = self._strategy.experimental_distribute_values_from_function(
+            lambda ctx: tf.constant(value if ctx.replica_id_in_sync_group % local == 0 else 0,
+                                    tf.int64))
+        return int(self._strategy.reduce(tf.distribute.ReduceOp.SUM, values, axis=None))
+
     def _distribute(self, batch: LearnBatch):
-        """Splits the batch's Q * B columns across the replicas.
+        """Splits the batch's Q * B columns across this process's replicas.
 
         With several replicas the `[Q, T, B, ...]` experience is laid out as
-        one `[1, T, Q * B, ...]` unroll, and replica r gets columns
-        `[r * W, (r + 1) * W)`, `W = Q * B / replicas`. One replica on an
-        accelerator gets a copy of the whole batch.
+        one `[1, T, Q * B, ...]` unroll, and local replica r gets columns
+        `[r * W, (r + 1) * W)`, `W = Q * B / local replicas`. One replica on
+        an accelerator gets a copy of the whole batch.
         """
-        replicas = self._strategy.num_replicas_in_sync
-        if replicas == 1:
+        replicas = len(self.devices)
+        if self._strategy.num_replicas_in_sync == 1:
             device = self.devices[0]
             if "CPU" in device.upper():  # already there
                 return batch.experience, batch.bootstrap
@@ -246,8 +259,8 @@ class Learner(tf.Module):
         bootstrap = tf.nest.map_structure(layout.one_wide_step, batch.bootstrap)
         width = batch.env_ids.shape[0] * batch.bootstrap.step_type.shape[1] // replicas
 
-        def shard(ctx):
-            start = ctx.replica_id_in_sync_group * width
+        def shard(ctx):  # replica ids run over all workers, `replicas` per worker
+            start = ctx.replica_id_in_sync_group % replicas * width
             return (tf.nest.map_structure(lambda x: x[:, :, start:start + width], experience),
                     tf.nest.map_structure(lambda x: x[:, start:start + width], bootstrap))
 
@@ -297,7 +310,8 @@ class Learner(tf.Module):
 
     def _reduced_sgd_step(self, samples, orders, i):
         info = self._strategy.run(self._sgd_step, (samples, orders, i))
-        info = self._strategy.reduce(tf.distribute.ReduceOp.MEAN, info, axis=None)
+        info = tf.nest.map_structure(  # one leaf at a time: not every strategy takes nests
+            lambda x: self._strategy.reduce(tf.distribute.ReduceOp.MEAN, x, axis=None), info)
         if not hasattr(self._algorithm, "after_sgd_step"):
             return info
         # In cross-replica context: an assignment updates every replica's copy.

@@ -2,6 +2,7 @@
 
 import functools
 import os
+import shutil
 import signal
 import tempfile
 import time
@@ -12,7 +13,7 @@ import tensorflow as tf
 from absl import logging
 
 from alf_async.algorithms import PPOAlgorithm
-from alf_async.devices import create_strategy
+from alf_async.devices import create_strategy, worker_index
 from alf_async.drivers import AsyncOffPolicyDriver
 from alf_async.environments import create_environment
 from alf_async.evaluation import GreedyPolicy, export_policy, greedy_actions, run_episodes
@@ -188,11 +189,12 @@ def build(algorithm_class: Callable = PPOAlgorithm, seed: Optional[int] = None,
     Returns:
         `(algorithm, learner, driver, loop)`; the driver is not started.
     """
+    strategy = create_strategy()  # first: a multi-worker strategy must precede other ops
     if seed is not None:
         tf.random.set_seed(seed)
+        seed += 1_000_000 * worker_index(strategy)  # each worker's envs their own
     env_factory = lambda i: create_environment(seed=None if seed is None else seed + 1000 * i)
     probe = env_factory(0)
-    strategy = create_strategy()
     with strategy.scope():
         algorithm = algorithm_class(probe.time_step_spec(), probe.action_spec())
     probe.close()
@@ -216,7 +218,9 @@ class _StopCondition:
 
     def __init__(self, counters: _Counters, num_iterations: Optional[int],
                  num_env_steps: Optional[int], stop_at_return: Optional[float],
-                 interrupt: SignalStop):
+                 interrupt: SignalStop, all_workers_sum: Callable[[int], int]):
+        """`all_workers_sum`: a multi-worker learner stops when any worker would
+        (its updates are collective: every worker must run the same number)."""
         if num_iterations is None and num_env_steps is None and stop_at_return is None:
             raise ValueError("train needs num_iterations, num_env_steps or stop_at_return")
         self._counters = counters
@@ -224,8 +228,12 @@ class _StopCondition:
         self._num_env_steps = num_env_steps
         self._stop_at_return = stop_at_return
         self._interrupt = interrupt
+        self._all_workers_sum = all_workers_sum
 
     def __call__(self, average_return: float) -> bool:
+        return self._all_workers_sum(int(self._here(average_return))) > 0
+
+    def _here(self, average_return: float) -> bool:
         counters = self._counters
         return (self._interrupt.signum is not None or
                 (self._num_iterations is not None and
@@ -234,12 +242,22 @@ class _StopCondition:
                 (self._stop_at_return is not None and average_return >= self._stop_at_return))
 
 
-def _restore(manager: tf.train.CheckpointManager, checkpoint: tf.train.Checkpoint,
-             counters: _Counters) -> None:
-    if manager.latest_checkpoint:
-        checkpoint.restore(manager.latest_checkpoint).assert_existing_objects_matched()
-        logging.info("Resumed from %s at iteration %d", manager.latest_checkpoint,
-                     int(counters.iteration))
+def _checkpoint_manager(checkpoint: tf.train.Checkpoint, root_dir: str, worker: int,
+                        max_to_keep: int) -> tf.train.CheckpointManager:
+    """The chief's manager writes `root_dir/checkpoints`. Another worker of a
+    multi-worker learner writes a scratch copy (every worker takes part in
+    saving mirrored variables), deleted when training ends."""
+    name = "checkpoints" if worker == 0 else f"worker{worker}_scratch"
+    return tf.train.CheckpointManager(checkpoint, os.path.join(root_dir, name),
+                                      max_to_keep=max_to_keep)
+
+
+def _restore(root_dir: str, checkpoint: tf.train.Checkpoint, counters: _Counters) -> None:
+    """Resumes from the chief's latest checkpoint, if any (every worker reads it)."""
+    latest = tf.train.latest_checkpoint(os.path.join(root_dir, "checkpoints"))
+    if latest:
+        checkpoint.restore(latest).assert_existing_objects_matched()
+        logging.info("Resumed from %s at iteration %d", latest, int(counters.iteration))
 
 
 def _write_config(root_dir: str) -> str:
@@ -364,18 +382,21 @@ def train(root_dir: str,
     interrupt = SignalStop()
     timeline = _Timeline()
     algorithm, learner, driver, loop = build(algorithm_class, seed, serve_port)
+    worker = worker_index(learner.strategy)  # 0: the chief, which writes everything
     counters = _Counters(learner)
-    done = _StopCondition(counters, num_iterations, num_env_steps, stop_at_return, interrupt)
+    done = _StopCondition(counters, num_iterations, num_env_steps, stop_at_return, interrupt,
+                          learner.all_workers_sum)
     checkpoint = tf.train.Checkpoint(algorithm=algorithm, learner=learner, counters=counters)
-    manager = tf.train.CheckpointManager(checkpoint, os.path.join(root_dir, "checkpoints"),
-                                         max_to_keep=max_checkpoints)
-    _restore(manager, checkpoint, counters)
-    config = _write_config(root_dir)
-    writer = tf.summary.create_file_writer(os.path.join(root_dir, "train"))
+    manager = _checkpoint_manager(checkpoint, root_dir, worker, max_checkpoints)
+    _restore(root_dir, checkpoint, counters)
+    config = _write_config(root_dir) if worker == 0 else gin.operative_config_str()
+    writer = (tf.summary.create_file_writer(os.path.join(root_dir, "train")) if worker == 0
+              else tf.summary.create_noop_writer())
     progress = _Progress(counters, report_return)
     hooks = _Hooks(algorithm, learner, driver, loop, counters, manager, progress, dict(
         summary_interval=summary_interval, checkpoint_interval=checkpoint_interval,
-        eval_interval=eval_interval, num_eval_episodes=num_eval_episodes, seed=seed,
+        eval_interval=eval_interval if worker == 0 else 0,
+        num_eval_episodes=num_eval_episodes, seed=seed,
         log_interval_secs=log_interval_secs, num_env_steps=num_env_steps))
     _log_start(algorithm, learner, driver)
     timeline.mark("build")
@@ -398,7 +419,10 @@ def train(root_dir: str,
         driver.stop()
     timeline.mark("training")
     manager.save(checkpoint_number=counters.iteration)
-    export_policy(algorithm, root_dir)
+    if worker == 0:
+        export_policy(algorithm, root_dir)
+    else:
+        shutil.rmtree(manager.directory, ignore_errors=True)
     writer.flush()
     timeline.mark("checkpoint and export")
     timeline.log()

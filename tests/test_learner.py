@@ -50,12 +50,25 @@ def _learner(strategy, algorithm_class=PPOAlgorithm, algorithm_kwargs=None, **kw
     return algo, Learner(algo, strategy, **kwargs)
 
 
+# Settings under which data-parallel updates equal single-device ones: one
+# minibatch (replicas shuffle apart), no clipping, a large learning rate.
+EQUIVALENCE = dict(num_epochs=1, num_minibatches=1, learning_rate=1e-2, epsilon=1.0,
+                   grad_clip=None)
+
+
+def set_weights(algo, seed=0):
+    """Sets every variable of `algo` from a seeded generator (the same in every process)."""
+    rng = np.random.default_rng(seed)
+    for variable in algo.variables:
+        if variable.dtype.is_floating:
+            variable.assign(rng.normal(0, 0.3, variable.shape).astype(np.float32))
+
+
 @pytest.mark.parametrize("algorithm_class, algorithm_kwargs", [
     (PPOAlgorithm, None), (ImpalaAlgorithm, None), (PPOAlgorithm, LSTM), (ImpalaAlgorithm, LSTM),
     (DqnAlgorithm, DQN)])
 def test_two_replicas_give_the_same_update_as_one(algorithm_class, algorithm_kwargs):
-    kwargs = dict(num_epochs=1, num_minibatches=1, learning_rate=1e-2, epsilon=1.0,
-                  grad_clip=None)
+    kwargs = EQUIVALENCE
     one_algo, one = _learner(tf.distribute.get_strategy(), algorithm_class, algorithm_kwargs,
                              **kwargs)
     mirrored = create_strategy("mirrored", devices=["/cpu:0", "/cpu:1"])

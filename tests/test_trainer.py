@@ -1,3 +1,4 @@
+import json
 import os
 import re
 import signal
@@ -374,3 +375,38 @@ def test_env_error_stops_training_and_keeps_the_last_checkpoint(tmp_path):
         gin.clear_config()
     assert tf.train.latest_checkpoint(os.path.join(root, "checkpoints")) == saved
     assert not [t for t in threading.enumerate() if t.name.startswith("EnvThread")]
+
+
+@pytest.mark.timeout(600)
+def test_two_worker_learner_trains_in_step_and_only_the_chief_writes(tmp_path):
+    portpicker = pytest.importorskip("portpicker")
+    root = tmp_path / "run"
+    cluster = {"worker": [f"127.0.0.1:{portpicker.pick_unused_port()}" for _ in range(2)]}
+    params = ["create_strategy.kind='multi_worker'", "train.num_iterations=4",
+              "train.num_env_steps=None", "train.checkpoint_interval=2",
+              "train.summary_interval=1", "create_environment.num_parallel_environments=8",
+              "AsyncOffPolicyDriver.unroll_length=8", "alf_async.Learner.num_minibatches=2"]
+    procs = []
+    try:
+        for index in range(2):
+            env = dict(os.environ, TF_CONFIG=json.dumps(
+                {"cluster": cluster, "task": {"type": "worker", "index": index}}))
+            procs.append(subprocess.Popen(
+                [sys.executable, "-m", "alf_async.train", "--gin_file=gin_configs/ppo_async.gin",
+                 f"--root_dir={root}", *[f"--gin_param={p}" for p in params]],
+                cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+        logs = [proc.communicate(timeout=400)[0] for proc in procs]
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(timeout=10)
+    for proc, log in zip(procs, logs):
+        assert proc.returncode == 0, log[-3000:]
+    done = [re.search(r"Training done: \{'iteration': (\d+), 'env_steps': (\d+)", log).groups()
+            for log in logs]
+    assert done[0] == done[1] == ("4", str(4 * 2 * 2 * 8 * 8))  # both workers' batches count
+    assert sorted(os.listdir(root)) == ["checkpoints", "operative_config.gin", "policy", "train"]
+    assert tf.train.latest_checkpoint(str(root / "checkpoints")).endswith("ckpt-4")
+    assert len(os.listdir(root / "train")) == 1  # one event file: the chief's
+    assert read_scalars(str(root))["Metrics/EnvironmentSteps"][-1] == (4, 4 * 2 * 2 * 8 * 8)
