@@ -40,6 +40,7 @@ class WeightsPuller(threading.Thread):
         self._interval, self._timeout = interval_secs, timeout_secs
         self._wake, self._stopping = threading.Event(), threading.Event()
         self.num_pulls = 0
+        self.stamp = None  # of the weights assigned last
 
     def request(self) -> None:
         self._wake.set()
@@ -57,17 +58,17 @@ class WeightsPuller(threading.Thread):
             self.pull_once()
 
     def pull_once(self):
-        """One pull; returns `(version, max_actors)` or None (nothing new, or failed)."""
+        """One pull; returns the new weights' `Stamp` or None (nothing new, or failed)."""
         try:
-            pulled = weights.pull(self._client, self._variables, self._timeout,
-                                  newer_than=int(self._version.numpy()))
+            pulled = weights.pull(self._client, self._variables, self._timeout, self.stamp)
         except weights.IncompatibleWeights:
             raise
         except Exception as error:  # pylint: disable=broad-except
             logging.warning("Pulling weights failed: %s", error)
             return None
         if pulled is not None:
-            self._version.assign(pulled[0])
+            self._version.assign(pulled.version)
+            self.stamp = pulled
             self.num_pulls += 1
         return pulled
 
@@ -149,11 +150,11 @@ class ActorProcess:
         while time.monotonic() < deadline:
             pulled = self.puller.pull_once()
             if pulled is not None:
-                if self.task >= pulled[1]:
+                if self.task >= pulled.max_actors:
                     raise ValueError(f"--task={self.task} must be < the learner's "
-                                     f"ReverbService.max_actors={pulled[1]}")
+                                     f"ReverbService.max_actors={pulled.max_actors}")
                 logging.info("Actor task %d: weights of update %d from %s", self.task,
-                             pulled[0], self.server)
+                             pulled.version, self.server)
                 return
             time.sleep(1.0)
         raise LearnerGone(f"no weights from a learner at --server={self.server} within "

@@ -1,5 +1,6 @@
 """The learner's side of remote collection: Reverb server, unroll reader, weights publisher."""
 
+import random
 import threading
 import time
 from typing import Any, Callable, Dict, NamedTuple, Optional, Sequence
@@ -179,6 +180,7 @@ class ReverbService:
         self._publish_interval = publish_interval
         self.registry = ActorRegistry(actor_timeout_secs)
         self._threads = []
+        self._learner_id = random.randrange(2**62)  # tells a restarted learner apart
         self._published = int(version.numpy())
         self.publish(self._published)
         logging.info("Reverb server for remote actors listening on port %d", self.port)
@@ -190,7 +192,8 @@ class ReverbService:
 
     def publish(self, version: int) -> None:
         """Makes the current weights, stamped `version`, the actors' next pull."""
-        weights.publish(self._client, self._variables, version, self.max_actors)
+        weights.publish(self._client, self._variables,
+                        weights.Stamp(self._learner_id, version, self.max_actors))
 
     def threads(self, coord: tf.train.Coordinator, queues: TFQueues):
         """The reader and publisher threads, for the driver to start; `close()` joins them."""

@@ -1,12 +1,12 @@
 """The weights table: the learner's variables and policy version, for actor processes.
 
-One item holds a header `[version, max_actors]` (int64) and the values of
-every variable of the algorithm, in `tf.Module.variables` order (the same in
-every process built from the same gin configuration). The table keeps only
-the newest item.
+One item holds a header, the `Stamp` as int64s, and the values of every
+variable of the algorithm, in `tf.Module.variables` order (the same in every
+process built from the same gin configuration). The table keeps only the
+newest item.
 """
 
-from typing import Optional, Sequence
+from typing import NamedTuple, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -24,9 +24,21 @@ def weights_table():
                         rate_limiter=reverb.rate_limiters.MinSize(1))
 
 
-def publish(client, variables: Sequence[tf.Variable], version: int, max_actors: int) -> None:
-    """Replaces the table's weights by `variables`' values, stamped `version`."""
-    header = np.array([version, max_actors], np.int64)
+class Stamp(NamedTuple):
+    """What comes with the weights.
+
+    `learner_id` is drawn anew by every learner process, so that an actor
+    takes the weights of a restarted learner even where its (restored)
+    `version` is lower than the one the actor acted with before.
+    """
+    learner_id: int
+    version: int
+    max_actors: int
+
+
+def publish(client, variables: Sequence[tf.Variable], stamp: Stamp) -> None:
+    """Replaces the table's weights by `variables`' values, with `stamp`."""
+    header = np.array(stamp, np.int64)
     client.insert([header, *[v.numpy() for v in variables]], priorities={TABLE: 1.0})
 
 
@@ -34,12 +46,14 @@ class IncompatibleWeights(ValueError):
     """The learner's variables do not match this process's algorithm."""
 
 
-def pull(client, variables: Sequence[tf.Variable], timeout_secs: float, newer_than: int = -1):
+def pull(client, variables: Sequence[tf.Variable], timeout_secs: float,
+         last: Optional[Stamp] = None) -> Optional[Stamp]:
     """Reads the newest weights into `variables` if there are any.
 
     Returns:
-        `(version, max_actors)` of the weights assigned, or None when the
-        table is still empty or its version is not above `newer_than`.
+        The `Stamp` of the weights assigned, or None when the table is still
+        empty or holds the weights of `last`'s learner at a version not
+        above `last`'s.
 
     Raises:
         IncompatibleWeights: different variable count, shapes or dtypes
@@ -51,12 +65,14 @@ def pull(client, variables: Sequence[tf.Variable], timeout_secs: float, newer_th
         return None
     header, *values = next(client.sample(TABLE, 1, emit_timesteps=False)).data
     header, values = header[0], [value[0] for value in values]  # insert() adds a time axis
-    if header[0] <= newer_than:
+    stamp = Stamp(*[int(x) for x in header])
+    if last is not None and stamp.learner_id == last.learner_id and (
+            stamp.version <= last.version):
         return None
     _check(values, variables)
     for variable, value in zip(variables, values):
         variable.assign(value)
-    return int(header[0]), int(header[1])
+    return stamp
 
 
 def _check(values: Sequence[np.ndarray], variables: Sequence[tf.Variable]) -> None:

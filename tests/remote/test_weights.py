@@ -22,24 +22,28 @@ def _variables(seed):
             tf.Variable(np.int64(seed))]
 
 
-def test_pull_reads_the_newest_published_weights_and_their_version(client):
+def test_pull_reads_the_newest_published_weights_and_their_stamp(client):
     source, target = _variables(1), _variables(2)
     assert weights.pull(client, target, timeout_secs=5) is None  # nothing published yet
-    weights.publish(client, _variables(3), version=4, max_actors=8)
-    weights.publish(client, source, version=5, max_actors=8)
-    assert weights.pull(client, target, timeout_secs=5) == (5, 8)
+    weights.publish(client, _variables(3), weights.Stamp(7, 4, 8))
+    weights.publish(client, source, weights.Stamp(7, 5, 8))
+    assert weights.pull(client, target, timeout_secs=5) == weights.Stamp(7, 5, 8)
     for a, b in zip(source, target):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
 
 
-def test_pull_skips_weights_that_are_not_newer(client):
+def test_pull_skips_weights_that_are_not_newer_unless_the_learner_restarted(client):
     target = _variables(2)
-    weights.publish(client, _variables(1), version=5, max_actors=8)
-    assert weights.pull(client, target, timeout_secs=5, newer_than=5) is None
+    weights.publish(client, _variables(1), weights.Stamp(7, 5, 8))
+    assert weights.pull(client, target, 5, last=weights.Stamp(7, 5, 8)) is None
     np.testing.assert_array_equal(target[0].numpy(), _variables(2)[0].numpy())
+    # A restarted learner (another id) resumed from an older checkpoint: taken.
+    weights.publish(client, _variables(3), weights.Stamp(9, 2, 8))
+    assert weights.pull(client, target, 5, last=weights.Stamp(7, 5, 8)) == (9, 2, 8)
+    np.testing.assert_array_equal(target[0].numpy(), _variables(3)[0].numpy())
 
 
 def test_weights_of_another_model_are_refused_with_the_reason(client):
-    weights.publish(client, [tf.Variable(np.zeros((4, 2), np.float32))], 1, 8)
+    weights.publish(client, [tf.Variable(np.zeros((4, 2), np.float32))], weights.Stamp(7, 1, 8))
     with pytest.raises(weights.IncompatibleWeights, match="learner's --gin_file"):
         weights.pull(client, [tf.Variable(np.zeros((3, 2), np.float32))], timeout_secs=5)
