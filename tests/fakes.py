@@ -136,19 +136,20 @@ class WeightPolicy(tf.Module):
     weights acted.
     """
 
-    def __init__(self, time_step_spec, action_spec, weight_shape=()):
+    def __init__(self, time_step_spec, action_spec, weight_shape=(), stateless=False):
         super().__init__(name="weight_policy")
         self.time_step_spec = time_step_spec
         self.action_spec = action_spec
-        self.policy_state_spec = tf.TensorSpec([], tf.int32)
+        self.policy_state_spec = () if stateless else tf.TensorSpec([], tf.int32)
         self.weight = tf.Variable(tf.zeros(weight_shape, tf.int64))
 
     def act(self, observation, step_type, policy_state, seed=None):
-        state = tf.where(step_type == ts.StepType.FIRST, 0, policy_state) + 1
+        state = () if self.policy_state_spec == () else (
+            tf.where(step_type == ts.StepType.FIRST, 0, policy_state) + 1)
         action = tf.fill(tf.shape(step_type), tf.reshape(self.weight, [-1])[0])
         return action, state, -tf.cast(observation[:, 2], tf.float32)
 
 
-def weight_policy_for(env, weight_shape=()):
+def weight_policy_for(env, weight_shape=(), stateless=False):
     return WeightPolicy(tensor_spec.from_spec(env.time_step_spec()),
-                        tensor_spec.from_spec(env.action_spec()), weight_shape)
+                        tensor_spec.from_spec(env.action_spec()), weight_shape, stateless)

@@ -36,21 +36,23 @@ def small_drivers():
     gin.clear_config()
 
 
-def _learner(version, timeout=30.0, **service):
-    policy = weight_policy_for(CountingEnv(0))
+def _learner(version, timeout=30.0, stateless=False, driver_settings=None, **service):
+    policy = weight_policy_for(CountingEnv(0), stateless=stateless)
     remote = functools.partial(ReverbService, variables=policy.variables, version=version,
                                port=0, **service)
     driver = AsyncOffPolicyDriver(CountingEnv, policy, version, learn_queue_cap=2,
-                                  learner_queue_timeout=timeout, remote=remote)
+                                  learner_queue_timeout=timeout, remote=remote,
+                                  **(driver_settings or {}))
     return driver, policy
 
 
 class _ActorThread:
     """An `ActorProcess` running in a thread until `stop()`; keeps what `run` raised."""
 
-    def __init__(self, address, task, weight_shape=(), **settings):
+    def __init__(self, address, task, weight_shape=(), stateless=False, **settings):
         self.actor = ActorProcess(
-            address, task, lambda ts, a: weight_policy_for(CountingEnv(0), weight_shape),
+            address, task,
+            lambda ts, a: weight_policy_for(CountingEnv(0), weight_shape, stateless),
             env_factory=CountingEnv, **dict(dict(pull_interval_secs=0.05,
                                                  server_timeout_secs=1.0,
                                                  connect_timeout_secs=5.0), **settings))
@@ -133,6 +135,32 @@ def test_steps_carry_the_version_of_the_pulled_weights_that_acted():
     for env_id in {e for e, _ in unrolls}:
         stamps = np.concatenate([u["version"][:, 0] for e, u in unrolls if e == env_id])
         assert (np.diff(stamps) >= 0).all()
+
+
+def test_a_uniform_replay_learner_samples_windows_of_the_remote_actors_streams():
+    gin.bind_parameter("alf_async.UniformReplay.min_size", 3)
+    gin.bind_parameter("alf_async.UniformReplay.batch_size", 8)
+    gin.bind_parameter("alf_async.UniformReplay.sequence_length", 2)
+    gin.bind_parameter("alf_async.UniformReplay.replay_ratio", 1.0)
+    driver, _ = _learner(tf.Variable(0, dtype=tf.int64), stateless=True,
+                         driver_settings=dict(exp_replayer="uniform"))
+    driver.start()
+    actors = [_ActorThread(driver.remote.address, task, stateless=True) for task in (0, 1)]
+    try:
+        batches = [driver.get_training_exps() for _ in range(6)]
+    finally:
+        for actor in actors:
+            actor.stop()
+        timed_stop(driver, bound=5.0)
+    env_ids = np.concatenate([b.env_ids.numpy() for b in batches])
+    assert set(env_ids) <= {0, 1, 2, 3} and len(set(env_ids // E)) == 2  # both actors
+    for batch in batches:
+        observation = batch.experience.time_step.observation.numpy()  # [8, 2, 1, 3]
+        assert batch.experience.action.shape[:3] == (8, 2, 1)
+        np.testing.assert_array_equal(observation[:, :, 0, 0],
+                                      np.repeat(batch.env_ids.numpy()[:, None] % E, 2, 1))
+        counts = observation[:, :, 0, 2]  # a window is consecutive steps of one sub-env
+        np.testing.assert_array_equal(counts[:, 1] - counts[:, 0], 1)
 
 
 def test_a_task_beyond_max_actors_is_refused_naming_the_setting():
