@@ -16,6 +16,9 @@ INSTALL_REQUIRES = [
     "numpy==1.26.4",
     "gymnasium==0.29.1",
     "typing-extensions==4.5.0",
+    # TensorBoard leaves grpcio open; newer releases need protobuf 5+, which TF 2.15
+    # refuses, and pip backtracks through a dozen of them before finding this one.
+    "grpcio==1.74.0",
 ]
 
 MUJOCO = ["mujoco==3.2.7", "imageio==2.38.1"]
