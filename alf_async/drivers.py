@@ -133,7 +133,8 @@ class AsyncOffPolicyDriver:
                  deterministic: bool = False,
                  seed: Optional[int] = None,
                  stop_grace_period_secs: float = 1.5,
-                 remote: Optional[Callable] = None):
+                 remote: Optional[Callable] = None,
+                 replay_dir: Optional[str] = None):
         """
         Args:
             env_factory: `env_id -> batched PyEnvironment` of B sub-envs; all
@@ -181,6 +182,8 @@ class AsyncOffPolicyDriver:
                 `num_envs` env threads, whose unrolls arrive through the
                 service's Reverb server; this process steps no env (it
                 builds env 0 only to read its specs).
+            replay_dir: where a `UniformReplay` with `save_buffer` keeps its
+                content (the trainer passes `root_dir/replay`).
         """
         check_sizes(num_envs, num_actor_queues, unroll_length, learn_queue_cap,
                     actor_queue_cap)
@@ -230,7 +233,8 @@ class AsyncOffPolicyDriver:
             num_envs, num_actor_queues, actor_queue_cap, learn_queue_cap, request, reply,
             unroll, unroll if observers or metrics else log,
             permits_per_env=learn_queue_cap // num_envs if deterministic else 0)
-        self.uniform_replay = (UniformReplay(self._queues.learn_queue.spec)
+        self.uniform_replay = (UniformReplay(self._queues.learn_queue.spec,
+                                             checkpoint_dir=replay_dir)
                                if exp_replayer == "uniform" else None)
         self._coord = tf.train.Coordinator()
         self.stats = EpisodeStats(streams, self._batch_size, episode_window)

@@ -6,8 +6,10 @@
 buffer, at a controlled replay ratio (SAC, DQN).
 """
 
+import os
 from typing import Any, Callable, List, NamedTuple, Optional
 
+from absl import logging
 import gin
 import numpy as np
 import tensorflow as tf
@@ -154,7 +156,9 @@ class UniformReplay:
                  batch_size: int = 256,
                  sequence_length: int = 1,
                  replay_ratio: float = 64.0,
-                 ratio_tolerance: float = 0.1):
+                 ratio_tolerance: float = 0.1,
+                 save_buffer: bool = False,
+                 checkpoint_dir: Optional[str] = None):
         """
         Args:
             unroll_spec: spec of the driver's unrolls (`[T, B, ...]` leaves).
@@ -169,6 +173,12 @@ class UniformReplay:
             ratio_tolerance: how far sampling may run ahead of or behind
                 insertion, relative to the windows due at `min_size`, before
                 one side waits.
+            save_buffer: keep the buffer's content in `checkpoint_dir` (each
+                `save()` replaces the previous copy; `close()` saves too) and
+                resume from it, rate limiter included. Off: a resumed run
+                refills `min_size` steps before learning again.
+            checkpoint_dir: where the buffer is kept (the trainer's
+                `root_dir/replay`); needed with `save_buffer`.
         """
         try:
             import reverb  # pylint: disable=import-outside-toplevel
@@ -182,11 +192,19 @@ class UniformReplay:
                         ratio_tolerance, self.unroll_length)
         self.batch_size, self.sequence_length = batch_size, sequence_length
         self.replay_ratio = replay_ratio
-        self._server = reverb.Server([self._table(
-            spec, unroll_spec.experience.log_prob.shape[1], capacity, min_size,
-            ratio_tolerance)])
+        if save_buffer and not checkpoint_dir:
+            raise ValueError("UniformReplay.save_buffer=True needs a checkpoint_dir "
+                             "(alf_async.train passes root_dir/replay)")
+        self.checkpoint_dir = checkpoint_dir if save_buffer else None
+        table = self._table(spec, unroll_spec.experience.log_prob.shape[1], capacity, min_size,
+                            ratio_tolerance)
+        self._server = reverb.Server([table], checkpointer=(
+            reverb.checkpointers.DefaultCheckpointer(self.checkpoint_dir)
+            if self.checkpoint_dir else None))
         self.address = f"127.0.0.1:{self._server.port}"
-        self._writer = reverb.Client(self.address).trajectory_writer(num_keep_alive_refs=1)
+        self._client = reverb.Client(self.address)
+        self.restored_segments = self._check_restored(table)
+        self._writer = self._client.trajectory_writer(num_keep_alive_refs=1)
         self._dataset = reverb.TrajectoryDataset.from_table_signature(
             self.address, self.TABLE, max_in_flight_samples_per_worker=batch_size,
             rate_limiter_timeout_ms=self._POLL_MS).batch(batch_size, drop_remainder=True)
@@ -215,6 +233,38 @@ class UniformReplay:
             max_size=capacity // steps, signature=spec,
             rate_limiter=reverb.rate_limiters.SampleToInsertRatio(
                 samples_per_insert, min_items, error_buffer))
+
+    def _check_restored(self, table) -> int:
+        """The number of segments restored from `checkpoint_dir` (0: none);
+        raises ValueError if they were saved under other settings."""
+        info = self._client.server_info()[self.TABLE]
+        if not info.current_size:
+            return 0
+        saved = (info.max_size, info.rate_limiter_info.samples_per_insert,
+                 info.rate_limiter_info.min_size_to_sample,
+                 [(s.shape, s.dtype) for s in tf.nest.flatten(info.signature)])
+        wanted = (table.info.max_size, table.info.rate_limiter_info.samples_per_insert,
+                  table.info.rate_limiter_info.min_size_to_sample,
+                  [(s.shape, s.dtype) for s in tf.nest.flatten(table.info.signature)])
+        if saved != wanted:
+            self._server.stop()
+            raise ValueError(
+                f"UniformReplay.save_buffer: the buffer saved in {self.checkpoint_dir} was made "
+                f"with other replay settings or specs (capacity, replay_ratio, min_size, "
+                f"unroll_length or the env's); delete it or restore those settings")
+        logging.info("Resumed the replay buffer from %s: %d segments", self.checkpoint_dir,
+                     info.current_size)
+        return info.current_size
+
+    def save(self) -> Optional[str]:
+        """With `save_buffer`, writes the buffer to `checkpoint_dir` (replacing
+        the previous copy) and returns the copy's path; else returns None."""
+        if not self.checkpoint_dir:
+            return None
+        path = self._client.checkpoint()
+        size = sum(os.path.getsize(os.path.join(path, name)) for name in os.listdir(path))
+        logging.info("Saved the replay buffer (%.1f MiB) to %s", size / 2**20, path)
+        return path
 
     def insert(self, unroll: Unroll, should_stop: Callable[[], bool]) -> bool:
         """Stores a numpy unroll's B segments; waits while the learner is behind.
@@ -272,8 +322,10 @@ class UniformReplay:
         return self.sampled_windows / max(self.inserted_steps, 1)
 
     def close(self) -> None:
-        """Stops the server; call once no thread inserts or samples."""
+        """Saves the buffer (with `save_buffer`) and stops the server; call
+        once no thread inserts or samples."""
         self._writer.close()
+        self.save()
         self._server.stop()
 
 

@@ -179,20 +179,25 @@ def _log_progress(counters: _Counters, fps: float, average_return: float, learn_
 
 
 def build(algorithm_class: Callable = PPOAlgorithm, seed: Optional[int] = None,
-          serve_port: Optional[int] = None):
+          serve_port: Optional[int] = None, replay_dir: Optional[str] = None):
     """Builds the algorithm, learner, driver and learner loop from the gin configuration.
 
     Every size rule is checked here, before any thread starts. With
     `serve_port`, the driver takes its unrolls from actor processes through a
-    `ReverbService` listening there (0: a free port).
+    `ReverbService` listening there (0: a free port). `replay_dir`: where a
+    uniform replay buffer is saved if `UniformReplay.save_buffer` (a worker
+    of a multi-worker learner other than the chief adds `_worker<i>` to it).
 
     Returns:
         `(algorithm, learner, driver, loop)`; the driver is not started.
     """
     strategy = create_strategy()  # first: a multi-worker strategy must precede other ops
+    worker = worker_index(strategy)
     if seed is not None:
         tf.random.set_seed(seed)
-        seed += 1_000_000 * worker_index(strategy)  # each worker's envs their own
+        seed += 1_000_000 * worker  # each worker's envs their own
+    if replay_dir and worker:
+        replay_dir = f"{replay_dir}_worker{worker}"  # each worker's buffer its own
     env_factory = lambda i: create_environment(seed=None if seed is None else seed + 1000 * i)
     probe = env_factory(0)
     with strategy.scope():
@@ -204,7 +209,7 @@ def build(algorithm_class: Callable = PPOAlgorithm, seed: Optional[int] = None,
         remote = functools.partial(ReverbService, variables=algorithm.variables,
                                    version=learner.train_step, port=serve_port)
     driver = AsyncOffPolicyDriver(env_factory, algorithm, learner.train_step, seed=seed,
-                                  remote=remote)
+                                  remote=remote, replay_dir=replay_dir)
     learner.check_batch_shape(*driver.learn_batch_shape)
     loop = LearnerLoop(learner, driver)
     if driver.deterministic:
@@ -310,6 +315,8 @@ class _Hooks:
             self._timings = self.write_metrics()
         if iteration % settings["checkpoint_interval"] == 0:
             self._manager.save(checkpoint_number=counters.iteration)
+            if self._driver.uniform_replay:
+                self._driver.uniform_replay.save()  # only with UniformReplay.save_buffer
         if settings["eval_interval"] and iteration % settings["eval_interval"] == 0:
             _evaluate(self._algorithm, counters.iteration, settings["num_eval_episodes"],
                       settings["seed"])
@@ -381,7 +388,8 @@ def train(root_dir: str,
     root_dir = check_writable(root_dir)
     interrupt = SignalStop()
     timeline = _Timeline()
-    algorithm, learner, driver, loop = build(algorithm_class, seed, serve_port)
+    algorithm, learner, driver, loop = build(algorithm_class, seed, serve_port,
+                                             os.path.join(root_dir, "replay"))
     worker = worker_index(learner.strategy)  # 0: the chief, which writes everything
     counters = _Counters(learner)
     done = _StopCondition(counters, num_iterations, num_env_steps, stop_at_return, interrupt,

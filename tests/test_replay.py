@@ -218,7 +218,45 @@ def test_a_stop_ends_a_waiting_insert_and_sample_within_the_poll_period():
         replay.close()
 
 
+def test_a_saved_buffer_is_restored_and_sampled_at_once_unless_saving_is_off(tmp_path):
+    settings = dict(replay_ratio=1e3, min_size=4 * T, save_buffer=True,
+                    checkpoint_dir=str(tmp_path))
+    replay = _replay(**settings)
+    try:
+        for k in range(4):
+            assert replay.insert(_unroll(1000 * k), _deadline(10))
+    finally:
+        replay.close()  # saves
+    resumed = _replay(**settings)
+    try:
+        assert resumed.restored_segments == 4 * B
+        batch = resumed.sample(_deadline(5))  # no insert: min_size is already held
+        first_steps = set(batch.experience.time_step.reward.numpy()[:, 0, 0].tolist())
+        assert first_steps <= {  # the steps stored before the restart
+            1000 * k + t + 100 * b for k in range(4) for t in range(T) for b in range(B)}
+    finally:
+        resumed.close()
+    fresh = _replay(**dict(settings, save_buffer=False))
+    try:
+        assert fresh.restored_segments == 0
+        assert fresh.sample(_deadline(1.0)) is None  # waits to refill min_size
+    finally:
+        fresh.close()
+
+
+def test_a_buffer_saved_under_other_settings_is_refused(tmp_path):
+    settings = dict(save_buffer=True, checkpoint_dir=str(tmp_path))
+    replay = _replay(**settings)
+    try:
+        assert replay.insert(_unroll(0), _deadline(10))
+    finally:
+        replay.close()
+    with pytest.raises(ValueError, match="UniformReplay.save_buffer: the buffer saved in"):
+        _replay(replay_ratio=8.0, **settings)
+
+
 @pytest.mark.parametrize("kwargs, message", [
+    (dict(save_buffer=True), "UniformReplay.save_buffer=True needs a checkpoint_dir"),
     (dict(batch_size=0), "UniformReplay.batch_size"),
     (dict(sequence_length=T + 1), "sequence_length=9 must be <= AsyncOffPolicyDriver.unroll_length"),
     (dict(min_size=20_000), "min_size=20000 must be <= capacity"),

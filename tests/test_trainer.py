@@ -197,6 +197,24 @@ def test_replay_configs_train_evaluate_export_and_play(tmp_path, config):
     assert "average_return=" in play.stdout
 
 
+def test_replay_buffer_is_saved_only_when_asked_and_a_resumed_run_starts_from_it(tmp_path):
+    def run(root, iterations, *params):
+        result = _cli("--gin_file=gin_configs/dqn_cartpole.gin", f"--root_dir={root}",
+                      f"--gin_param=train.num_iterations={iterations}",
+                      "--gin_param=train.num_env_steps=None", "--gin_param=train.seed=1",
+                      "--gin_param=UniformReplay.min_size=64", *params, timeout=300)
+        assert result.returncode == 0, result.stderr[-3000:]
+        return result.stderr
+    run(tmp_path / "off", 2)
+    assert not (tmp_path / "off" / "replay").exists()
+    on = ["--gin_param=UniformReplay.save_buffer=True"]
+    assert "Saved the replay buffer" in run(tmp_path / "on", 2, *on)
+    assert len(os.listdir(tmp_path / "on" / "replay")) == 1  # the latest copy only
+    resumed = re.search(r"Resumed the replay buffer from .*: (\d+) segments",
+                        run(tmp_path / "on", 4, *on))
+    assert resumed and int(resumed.group(1)) >= 64 // 8  # min_size in segments of T = 8
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_dqn_cartpole_learns_far_beyond_random_play(tmp_path):
