@@ -29,6 +29,9 @@ ATARI = ["ale-py==0.10.2", "opencv-python-headless==4.11.0.86"]
 # minatar pulls pandas and seaborn; these pins keep numpy < 2.
 MINATAR = ["minatar==1.0.15", "pandas==2.2.3", "scipy==1.13.1", "seaborn==0.13.2"]
 # Reverb bare: dm-reverb[tensorflow] would pull full tensorflow next to tensorflow-cpu.
+# EnvPool's C++ vectorised envs; newer optree needs typing-extensions >= 4.10, which
+# breaks TF 2.15.
+ENVPOOL = ["envpool==0.8.4", "optree==0.15.0", "dm-env==1.6", "types-protobuf==7.35.1.20260906"]
 REPLAY = ["dm-reverb==0.14.0", "dm-tree==0.1.10", "portpicker==1.6.0"]
 
 setup(
@@ -46,12 +49,14 @@ setup(
         # Atari through ALE (DeepMind preprocessing) and MinAtar's 10x10 pixel games.
         "atari": ATARI,
         "minatar": MINATAR,
+        # create_environment.env_load_fn = @load_envpool_env
+        "envpool": ENVPOOL,
         # Uniform replay in a Reverb table (exp_replayer='uniform': SAC, DQN).
         "replay": REPLAY,
         # Actor processes on other hosts, talking to the learner through Reverb.
         "distributed": REPLAY,
         "test": ["pytest==9.2.0", "pytest-timeout==2.4.0", "matplotlib==3.8.4",
-                 *MUJOCO, *BOX2D, *ATARI, *MINATAR, *REPLAY],
+                 *MUJOCO, *BOX2D, *ATARI, *MINATAR, *ENVPOOL, *REPLAY],
         "plot": ["matplotlib==3.8.4"],
     },
 )

@@ -66,13 +66,23 @@ def learner_only() -> float:
     return toolkit.with_driver(measure)
 
 
+def _bound(parameter: str) -> bool:
+    try:
+        gin.query_parameter(parameter)
+        return True
+    except ValueError:
+        return False
+
+
 def raw_env() -> float:
     """The env alone with random actions, no TF: CartPole's numpy fast path, the
-    sub-envs in their worker processes (with --num_workers), or else gymnasium's
-    own `SyncVectorEnv` of the same B sub-envs (Atari ids preprocessed as in training)."""
+    sub-envs in their worker processes (with --num_workers), a gin-bound
+    `env_load_fn` (e.g. EnvPool's), or else gymnasium's own `SyncVectorEnv` of
+    the same B sub-envs (Atari ids preprocessed as in training)."""
     name = gin.query_parameter("create_environment.env_name")
     b = gin.query_parameter("create_environment.num_parallel_environments")
-    if name.startswith("CartPole") or FLAGS.num_workers:
+    custom_loader = _bound("create_environment.env_load_fn")
+    if name.startswith("CartPole") or FLAGS.num_workers or custom_loader:
         env = create_environment(seed=0)
         env.reset()
         spec, rng = env.action_spec(), np.random.default_rng(0)

@@ -3,8 +3,9 @@
 Every env thread owns one batched tf-agents `PyEnvironment` (`batched` is
 True, `batch_size` is B, specs leave the batch dimension out). CartPole-v1
 runs on a numpy-vectorised fast path (`cartpole.py`); every other registered
-gymnasium id on `GymnasiumBatchedEnv` (`gymnasium_env.py`); anything else
-plugs in through `create_environment.env_load_fn`.
+gymnasium id on `GymnasiumBatchedEnv` (`gymnasium_env.py`); EnvPool's C++
+envs through `create_environment.env_load_fn = @load_envpool_env`
+(`envpool_env.py`); anything else plugs in through `env_load_fn` too.
 """
 
 from typing import Callable, Optional
@@ -12,6 +13,7 @@ from typing import Callable, Optional
 import gin
 
 from alf_async.environments.cartpole import CartPoleBatchedEnv
+from alf_async.environments.envpool_env import load_envpool_env  # gin: @load_envpool_env
 from alf_async.environments.gymnasium_env import GymnasiumBatchedEnv
 
 _CARTPOLES = ("CartPole-v1", "CartPoleNoVelocity-v1")

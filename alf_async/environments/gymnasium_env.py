@@ -46,7 +46,7 @@ def action_spec_of(space: gym.Space, env_name: str) -> array_spec.BoundedArraySp
 
 
 class GymnasiumBatchedEnv(py_environment.PyEnvironment):
-    """B gymnasium envs of one id, stepped together with the project's convention.
+    """B sub-envs of one gymnasium id, stepped together with the project's convention.
 
     `LAST` carries the real final observation with discount 0 when the
     episode terminated and 1 when it was truncated (the final observation's
@@ -59,7 +59,7 @@ class GymnasiumBatchedEnv(py_environment.PyEnvironment):
     """
 
     def __init__(self, env_name: str, num_envs: int, seed: Optional[int] = None,
-                 num_workers: int = 0):
+                 num_workers: int = 0, subenvs=None):
         """
         Args:
             env_name: a registered gymnasium id.
@@ -68,6 +68,9 @@ class GymnasiumBatchedEnv(py_environment.PyEnvironment):
                 (None: random).
             num_workers: W > 0 steps the sub-envs in W worker processes of
                 B / W sub-envs each; 0 steps them in this process.
+            subenvs: instead, B sub-envs already built by another backend with
+                `SubEnvs`' interface and `observation_space`, `action_space`
+                (e.g. `envpool_env.EnvPoolSubEnvs`).
 
         Raises:
             ValueError: an unknown id, an unsupported space, or a W that does
@@ -77,19 +80,21 @@ class GymnasiumBatchedEnv(py_environment.PyEnvironment):
         if num_workers < 0 or (num_workers and num_envs % num_workers):
             raise ValueError(f"create_environment.num_workers={num_workers} must be >= 0 and "
                              f"divide num_parallel_environments={num_envs}")
-        probe = make_gymnasium_env(env_name)
-        self._observation_spec = observation_spec_of(probe.observation_space, env_name)
-        self._action_spec = action_spec_of(probe.action_space, env_name)
+        probe = subenvs or make_gymnasium_env(env_name)
         space, observation_space = probe.action_space, probe.observation_space
-        probe.close()
+        if subenvs is None:
+            probe.close()
+        self._observation_spec = observation_spec_of(observation_space, env_name)
+        self._action_spec = action_spec_of(space, env_name)
         self._discrete = isinstance(space, gym.spaces.Discrete)
         self._low, self._high, self._action_dtype = (
             (None, None, None) if self._discrete else (space.low, space.high, space.dtype))
         self._num_envs = num_envs
         seeds = [None if seed is None else seed + i for i in range(num_envs)]
-        self._subenvs = (WorkerSubEnvs(env_name, num_envs, num_workers, seeds,
-                                       observation_space, space) if num_workers
-                         else SubEnvs(env_name, num_envs, seeds))
+        if subenvs is None:
+            subenvs = (WorkerSubEnvs(env_name, num_envs, num_workers, seeds, observation_space,
+                                     space) if num_workers else SubEnvs(env_name, num_envs, seeds))
+        self._subenvs = subenvs
 
     @property
     def batched(self) -> bool:
