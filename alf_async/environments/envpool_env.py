@@ -113,7 +113,7 @@ class EnvPoolSubEnvs:
         first, last = self._done, terminated | truncated
         step_type = np.where(first, ts.StepType.FIRST,
                              np.where(last, ts.StepType.LAST, ts.StepType.MID)).astype(np.int32)
-        discount = np.where(last & terminated, 0.0, 1.0).astype(np.float32)
+        discount = np.where(terminated, 0.0, 1.0).astype(np.float32)
         if self._life_loss:  # a lost life ends nothing but the value's bootstrap
             lives = np.asarray(info["lives"])
             discount[(lives < self._lives) & ~first & ~last] = 0.0
