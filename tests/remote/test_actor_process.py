@@ -146,8 +146,11 @@ def test_a_uniform_replay_learner_samples_windows_of_the_remote_actors_streams()
                          driver_settings=dict(exp_replayer="uniform"))
     driver.start()
     actors = [_ActorThread(driver.remote.address, task, stateless=True) for task in (0, 1)]
-    try:
-        batches = [driver.get_training_exps() for _ in range(6)]
+    try:  # sample until both actors' windows were drawn (actor 1 may connect late)
+        batches, deadline = [], time.time() + 30
+        while len(batches) < 6 or (len({int(i) // E for b in batches for i in b.env_ids})
+                                   < 2 and time.time() < deadline):
+            batches.append(driver.get_training_exps())
     finally:
         for actor in actors:
             actor.stop()
