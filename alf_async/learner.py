@@ -43,6 +43,25 @@ def make_optimizer(name: str, learning_rate: float, epsilon: float, decay: float
     raise ValueError(f"Learner.optimizer must be 'adam' or 'rmsprop', got {name!r}")
 
 
+def clip_gradients(grads, clip_norm: float, norm, group_sizes=None):
+    """`grads` scaled to a global norm of at most `clip_norm`.
+
+    Args:
+        grads: list of gradient tensors.
+        clip_norm: the threshold.
+        norm: the global norm of all of `grads`.
+        group_sizes: None: all together; else lengths of consecutive groups of
+            `grads`, each clipped by its own global norm.
+    """
+    if group_sizes is None:
+        return tf.clip_by_global_norm(grads, clip_norm, use_norm=norm)[0]
+    clipped, start = [], 0
+    for size in group_sizes:
+        clipped += tf.clip_by_global_norm(grads[start:start + size], clip_norm)[0]
+        start += size
+    return clipped
+
+
 @gin.configurable(module="alf_async")
 class Learner(tf.Module):
     """Trains an algorithm on `[Q, T, B]` learn batches.
@@ -61,7 +80,8 @@ class Learner(tf.Module):
     (per-sample tensors with a `loss` to minimise), `variables_to_train`,
     `observe(batch)` and `set_env_steps(n)`. Optional: `loss_groups`, a list
     of `(term, variables)` pairs when different variables minimise different
-    terms (SAC's actor, critics and temperature; default
+    terms, or are clipped apart (SAC's actor, critics and temperature;
+    actor-critic's policy and value networks; default
     `[("loss", variables_to_train)]`), `after_sgd_step()`, called after each
     optimizer step (target-network updates), and `entropy_coeff`, written as
     a summary.
@@ -84,6 +104,7 @@ class Learner(tf.Module):
                  num_minibatches: int = 4,
                  num_microbatches: int = 1,
                  grad_clip: Optional[float] = 0.5,
+                 clip_per_group: bool = False,
                  skip_nonfinite_updates: bool = False,
                  seed: Optional[int] = None):
         """
@@ -102,6 +123,10 @@ class Learner(tf.Module):
             num_microbatches: pieces each minibatch's gradient is accumulated
                 over before the optimizer step.
             grad_clip: global-norm gradient clipping threshold (None: off).
+            clip_per_group: clip each loss group's gradients by their own
+                global norm (actor-critic: the policy and the value network
+                apart, so that a large value gradient does not shrink the
+                policy's step) instead of all of them together.
             skip_nonfinite_updates: when a minibatch's loss or gradient is NaN
                 or infinite, skip the rest of that learn batch and count it in
                 `skipped_updates` instead of raising FloatingPointError.
@@ -116,6 +141,7 @@ class Learner(tf.Module):
         self._num_minibatches = num_minibatches
         self._num_microbatches = num_microbatches
         self._grad_clip = grad_clip
+        self._clip_per_group = clip_per_group
         self._skip_nonfinite = skip_nonfinite_updates
         self.skipped_updates = 0
         self._seed = random.randrange(2**31) if seed is None else seed
@@ -351,7 +377,8 @@ class Learner(tf.Module):
         grads = ctx.all_reduce(tf.distribute.ReduceOp.SUM, grads)
         norm = tf.linalg.global_norm(grads)
         if self._grad_clip is not None:
-            grads, _ = tf.clip_by_global_norm(grads, self._grad_clip, use_norm=norm)
+            sizes = [len(group) for _, group in groups] if self._clip_per_group else None
+            grads = clip_gradients(grads, self._grad_clip, norm, sizes)
         finite = tf.math.is_finite(norm) & tf.math.is_finite(means["loss"])
         with tf.control_dependencies([tf.debugging.Assert(finite, [_NON_FINITE])]):
             self.optimizer.apply_gradients(zip(grads, variables),

@@ -8,7 +8,7 @@ from alf_async.devices import create_strategy
 from alf_async.environments import CartPoleBatchedEnv
 from alf_async import layout
 from alf_async.experience import Experience, LearnBatch
-from alf_async.learner import Learner
+from alf_async.learner import Learner, clip_gradients
 from alf_async.schedules import schedule_value
 
 Q, T, B = 2, 4, 4
@@ -227,3 +227,25 @@ def test_loss_groups_route_each_term_to_its_variables_and_the_hook_runs_per_step
     # the sum (up); a follows fit (up).
     assert algo.b.numpy() < 0.25 and algo.a.numpy() > 1.0
     assert algo.target.numpy() == 2.0  # once per optimizer step
+
+
+def test_gradients_are_clipped_together_or_per_group():
+    grads = [tf.constant([3.0, 4.0]), tf.constant([0.1])]  # norms 5 and 0.1
+    norm = tf.linalg.global_norm(grads)
+    together = clip_gradients(grads, 1.0, norm)
+    np.testing.assert_allclose(together[1].numpy(), [0.1 / norm.numpy()], rtol=1e-6)
+    apart = clip_gradients(grads, 1.0, norm, group_sizes=[1, 1])
+    np.testing.assert_allclose(apart[0].numpy(), [0.6, 0.8], rtol=1e-6)
+    np.testing.assert_allclose(apart[1].numpy(), [0.1], rtol=1e-6)  # below the clip: kept
+
+
+def test_learner_clips_each_loss_group_apart_when_asked():
+    def steps(**settings):  # a huge Adam epsilon makes the first step proportional to the gradient
+        algo = _TwoTermAlgorithm()  # gradients: a -0.375, b 0.5; global norm 0.625
+        Learner(algo, num_epochs=1, num_minibatches=1, learning_rate=10.0, epsilon=10.0,
+                grad_clip=0.1, **settings).train(_batch())
+        return np.array([algo.a.numpy() - 1.0, 0.25 - algo.b.numpy()])
+    together, apart = steps(), steps(clip_per_group=True)
+    np.testing.assert_allclose(together[0] / together[1], 0.375 / 0.5, rtol=1e-2)
+    # together: both scaled by 0.1 / 0.625; apart: each to a norm of 0.1
+    np.testing.assert_allclose(apart / together, [0.1 / 0.06, 0.1 / 0.08], rtol=1e-2)

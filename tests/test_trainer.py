@@ -220,11 +220,13 @@ def test_replay_buffer_is_saved_only_when_asked_and_a_resumed_run_starts_from_it
 def test_dqn_cartpole_learns_far_beyond_random_play(tmp_path):
     root = str(tmp_path / "dqn")
     result = _cli("--gin_file=gin_configs/dqn_cartpole.gin", f"--root_dir={root}",
-                  "--gin_param=train.num_env_steps=50000", "--gin_param=train.seed=1")
+                  "--gin_param=train.num_env_steps=100000", "--gin_param=train.seed=1")
     assert result.returncode == 0, result.stderr[-3000:]
     scalars = read_scalars(root)
     returns = [value for _, value in scalars["Metrics/AverageReturn"]]
-    assert returns[0] < 40 and max(returns[-3:]) >= 150, returns[-3:]  # random play: ~22
+    # random play: ~22. Every seed's 100-episode average dips near 20k-60k steps and is
+    # at 280-490 by 100k (docs/curves_dqn_cartpole.png); at 50k one CI run was at 113.
+    assert returns[0] < 40 and max(returns[-3:]) >= 150, returns[-3:]
     assert abs(scalars["replay/achieved_ratio"][-1][1] - 32) < 3
 
 

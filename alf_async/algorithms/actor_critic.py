@@ -116,9 +116,18 @@ class ActorCriticAlgorithm(tf.Module):
     @property
     def variables_to_train(self):
         """Both networks' trainable variables, each once (a shared torso is in both)."""
-        unique = {v.ref(): v for v in self.actor_net.trainable_variables
-                  + self.value_net.trainable_variables}
-        return list(unique.values())
+        return [v for _, group in self.loss_groups for v in group]
+
+    @property
+    def loss_groups(self):
+        """Policy and value network apart (the learner may clip them apart); one
+        group with a shared torso."""
+        actor, value = self.actor_net.trainable_variables, self.value_net.trainable_variables
+        actor_refs = {v.ref() for v in actor}
+        if any(v.ref() in actor_refs for v in value):
+            unique = {v.ref(): v for v in actor + value}
+            return [("loss", list(unique.values()))]
+        return [("loss", actor), ("loss", value)]
 
     def act(self, observation, step_type, policy_state, greedy: bool = False, seed=None):
         """Acts on a batch of N observations (leaves `[N, ...]`).

@@ -167,6 +167,15 @@ def test_shared_torso_variables_are_trained_once():
     refs = [v.ref() for v in algo.variables_to_train]
     assert len(refs) == len(set(refs))
     assert len(refs) == len(algo.actor_net.trainable_variables) + 2  # + the value head
+    assert len(algo.loss_groups) == 1  # the torso's gradient sums both heads'
+
+
+def test_separate_networks_are_two_loss_groups_of_the_total_loss():
+    algo = _algorithm(actor_fc_layers=(16,), value_fc_layers=(8,))
+    (actor_term, actor), (value_term, value) = algo.loss_groups
+    assert actor_term == value_term == "loss"
+    assert {v.ref() for v in actor} == {v.ref() for v in algo.actor_net.trainable_variables}
+    assert {v.ref() for v in value} == {v.ref() for v in algo.value_net.trainable_variables}
 
 
 def test_normalizing_integer_observations_is_a_clear_error():
