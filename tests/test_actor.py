@@ -74,6 +74,17 @@ def learner():
     gin.clear_config()
 
 
+def _wait_for_a_first_unroll(driver, tasks, timeout=120.0):
+    """Waits until one of `tasks`, started together, delivered an unroll: a process
+    importing TensorFlow on a loaded machine can take longer than
+    `learner_queue_timeout`. (Not every task: until the learner takes batches, the
+    service reads only as far as the learn queue holds.)"""
+    deadline = time.time() + timeout
+    while not any(driver.remote.registry.unrolls(task) > 0 for task in tasks):
+        assert time.time() < deadline, f"no unroll of tasks {tasks} in {timeout} s"
+        time.sleep(0.2)
+
+
 def _wait_for_tasks(driver, tasks, timeout=120.0, min_batches=1):
     """Takes learn batches until unrolls of every task in `tasks` came; returns their tasks."""
     seen, deadline = [], time.time() + timeout
@@ -88,6 +99,7 @@ def _wait_for_tasks(driver, tasks, timeout=120.0, min_batches=1):
 def test_actors_die_join_and_leave_while_the_learner_goes_on(learner, processes):
     port = learner.remote.port
     actors = [processes.actor(task, port) for task in (0, 1)]
+    _wait_for_a_first_unroll(learner, [0, 1])
     _wait_for_tasks(learner, [0, 1])
     assert learner.remote.actors_alive() == 2
 
@@ -114,6 +126,7 @@ def test_actors_die_join_and_leave_while_the_learner_goes_on(learner, processes)
 @pytest.mark.timeout(600)
 def test_a_learner_whose_actors_all_died_starves_with_their_last_sighting(learner, processes):
     actor = processes.actor(0, learner.remote.port)
+    _wait_for_a_first_unroll(learner, [0])
     _wait_for_tasks(learner, [0])
     os.kill(actor.pid, signal.SIGKILL)
     start = time.time()
