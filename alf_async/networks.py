@@ -8,14 +8,17 @@ they are through every queue and become float only here, scaled by
 `observation_scale`, as the networks' first layer.
 """
 
+import functools
 from typing import Optional, Sequence, Tuple
 
+import numpy as np
 import tensorflow as tf
 import tensorflow_probability as tfp
 from tf_agents.agents.ddpg import critic_network
 from tf_agents.agents.sac import tanh_normal_projection_network
 from tf_agents.networks import (actor_distribution_network, actor_distribution_rnn_network,
-                                network, q_network, value_network, value_rnn_network)
+                                network, normal_projection_network, q_network, value_network,
+                                value_rnn_network)
 
 ConvLayers = Sequence[Tuple[int, int, int]]  # (filters, kernel size, stride) per layer
 
@@ -126,6 +129,21 @@ def squashed_actor_and_critics(observation_spec, action_spec,
     return actor_net, critics, targets
 
 
+def gaussian_projection(initial_action_std: float):
+    """tf-agents' Gaussian head (state-independent std) starting at this std.
+
+    The std is `softplus(b)` of a learned bias `b`, initialised so that it
+    starts at `initial_action_std` in every action dimension; means are
+    squashed into the action bounds. Returns a `continuous_projection_net`
+    callable for tf-agents' actor distribution networks.
+    """
+    if initial_action_std <= 0:
+        raise ValueError(f"initial_action_std must be > 0, got {initial_action_std}")
+    return functools.partial(
+        normal_projection_network.NormalProjectionNetwork, init_means_output_factor=0.1,
+        std_bias_initializer_value=float(np.log(np.expm1(initial_action_std))))
+
+
 def actor_and_value_networks(observation_spec, action_spec,
                              actor_fc_layers: Sequence[int],
                              value_fc_layers: Sequence[int],
@@ -133,7 +151,8 @@ def actor_and_value_networks(observation_spec, action_spec,
                              conv_layers: ConvLayers = (),
                              observation_scale: float = 1.0,
                              lstm_size: Optional[Sequence[int]] = None,
-                             shared_torso: bool = False):
+                             shared_torso: bool = False,
+                             initial_action_std: float = 0.35):
     """Builds an actor distribution network and a value network.
 
     Args:
@@ -150,6 +169,8 @@ def actor_and_value_networks(observation_spec, action_spec,
         shared_torso: the value network is one linear unit on the actor's
             encoder (convolutions and `actor_fc_layers`; `value_fc_layers`
             unused), which halves the encoders' cost. Feed-forward only.
+        initial_action_std: the Gaussian policy's std before training, for
+            `Box` actions (0.35 is tf-agents' default).
 
     Returns:
         `(actor_net, value_net)`, variables created; with `shared_torso` some
@@ -161,12 +182,13 @@ def actor_and_value_networks(observation_spec, action_spec,
     if shared_torso and lstm_size:
         raise ValueError("shared_torso=True needs feed-forward networks (lstm_size=None)")
     act_fn = tf.keras.activations.get(activation)
+    projection = gaussian_projection(initial_action_std)
     encoder = lambda: encoder_args(observation_spec, conv_layers, observation_scale)
     if lstm_size:
         actor_net = actor_distribution_rnn_network.ActorDistributionRnnNetwork(
             observation_spec, action_spec, input_fc_layer_params=tuple(actor_fc_layers),
             lstm_size=tuple(lstm_size), output_fc_layer_params=(), activation_fn=act_fn,
-            **encoder())
+            continuous_projection_net=projection, **encoder())
         value_net = value_rnn_network.ValueRnnNetwork(
             observation_spec, input_fc_layer_params=tuple(value_fc_layers),
             lstm_size=tuple(lstm_size), output_fc_layer_params=(), activation_fn=act_fn,
@@ -174,7 +196,7 @@ def actor_and_value_networks(observation_spec, action_spec,
     else:
         actor_net = actor_distribution_network.ActorDistributionNetwork(
             observation_spec, action_spec, fc_layer_params=tuple(actor_fc_layers),
-            activation_fn=act_fn, **encoder())
+            activation_fn=act_fn, continuous_projection_net=projection, **encoder())
         if shared_torso:  # tf-agents keeps the actor's encoder in `_encoder`
             value_net = SharedTorsoValueNetwork(observation_spec, actor_net._encoder)  # pylint: disable=protected-access
         else:

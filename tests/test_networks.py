@@ -74,3 +74,21 @@ def test_shared_torso_needs_feed_forward_networks():
     with pytest.raises(ValueError, match="shared_torso=True needs feed-forward"):
         networks.actor_and_value_networks(IMAGE, ACTIONS, (8,), (8,), shared_torso=True,
                                           lstm_size=(8,))
+
+
+@pytest.mark.parametrize("lstm_size", [None, (8,)])
+@pytest.mark.parametrize("std", [0.35, 1.0])
+def test_gaussian_policy_starts_at_the_initial_action_std(lstm_size, std):
+    obs = tensor_spec.TensorSpec((3,), tf.float32)
+    box = tensor_spec.BoundedTensorSpec((2,), tf.float32, -1.0, 1.0)
+    actor, _ = networks.actor_and_value_networks(obs, box, (16,), (16,), lstm_size=lstm_size,
+                                                 initial_action_std=std)
+    state = tf.nest.map_structure(lambda s: tf.zeros([4, *s.shape]), actor.state_spec)
+    observations = np.random.default_rng(0).normal(size=(4, 3)).astype(np.float32)
+    dist, _ = actor(observations, step_type=tf.ones([4], tf.int32), network_state=state)
+    np.testing.assert_allclose(dist.stddev().numpy(), np.full((4, 2), std), rtol=1e-5)
+
+
+def test_initial_action_std_must_be_positive():
+    with pytest.raises(ValueError, match="initial_action_std"):
+        networks.gaussian_projection(0.0)

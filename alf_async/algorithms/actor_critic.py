@@ -42,6 +42,7 @@ class ActorCriticAlgorithm(tf.Module):
                  observation_scale: float = 1.0,
                  reward_clip: Optional[float] = None,
                  shared_torso: bool = False,
+                 initial_action_std: float = 0.35,
                  normalize_advantages: bool = True,
                  normalize_observations: bool = False,
                  normalize_rewards: bool = False,
@@ -65,6 +66,8 @@ class ActorCriticAlgorithm(tf.Module):
                 learning (None: as they are); returns are reported unclipped.
             shared_torso: the value network is a linear head on the policy
                 network's encoder (feed-forward networks only).
+            initial_action_std: std of the Gaussian policy before training
+                (`Box` actions; 0.35 is tf-agents' default).
             normalize_advantages: normalise the policy-gradient advantages to
                 mean 0 and std 1 over each learn batch (all replicas).
             normalize_observations: normalise observations by their running
@@ -83,7 +86,7 @@ class ActorCriticAlgorithm(tf.Module):
                              f"observation_scale)")
         self.actor_net, self.value_net = networks.actor_and_value_networks(
             obs_spec, self.action_spec, actor_fc_layers, value_fc_layers, activation,
-            conv_layers, observation_scale, lstm_size, shared_torso)
+            conv_layers, observation_scale, lstm_size, shared_torso, initial_action_std)
         self._gamma = discount
         self.normalization = Normalization(obs_spec, discount, normalize_observations,
                                            normalize_rewards)
