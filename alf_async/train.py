@@ -10,6 +10,7 @@ _IMPORTS_START = time.perf_counter()
 
 import sys  # pylint: disable=wrong-import-position
 
+import tensorflow as tf  # pylint: disable=wrong-import-position
 from absl import app, flags, logging  # pylint: disable=wrong-import-position
 
 from alf_async import trainer  # pylint: disable=wrong-import-position
@@ -23,6 +24,9 @@ flags.DEFINE_multi_string("gin_param", [], "Gin bindings, e.g. 'train.seed=1', a
 flags.DEFINE_integer("serve_port", None, "Collect with actor processes (python -m "
                      "alf_async.actor) through a Reverb server on this port (0: any free "
                      "port) instead of env threads in this process.")
+flags.DEFINE_integer("tf_threads", 0, "Threads in each of TensorFlow's two op pools (intra-op "
+                     "and inter-op); 0: TensorFlow's choice, all cores. 1 lets several runs "
+                     "share the cores side by side without oversubscribing them.")
 flags.mark_flag_as_required("root_dir")
 FLAGS = flags.FLAGS
 
@@ -31,9 +35,23 @@ def _first_line(error: BaseException) -> str:
     return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
 
 
+def _set_tf_threads(threads: int) -> None:
+    """Sizes TensorFlow's op thread pools; must run before TensorFlow executes anything."""
+    if threads < 0:
+        logging.error("Bad setting: --tf_threads must be >= 0, got %d", threads)
+        sys.exit(2)
+    if threads:
+        tf.config.threading.set_intra_op_parallelism_threads(threads)
+        tf.config.threading.set_inter_op_parallelism_threads(threads)
+        logging.info("TensorFlow op threads: %d intra-op, %d inter-op",
+                     tf.config.threading.get_intra_op_parallelism_threads(),
+                     tf.config.threading.get_inter_op_parallelism_threads())
+
+
 def main(argv) -> None:
     del argv
     logging.info("Imports: %.2f s", _IMPORTS_SECONDS)
+    _set_tf_threads(FLAGS.tf_threads)
     try:
         trainer.parse_config(FLAGS.gin_file, FLAGS.gin_param)
     except Exception as error:  # pylint: disable=broad-except

@@ -114,6 +114,7 @@ def _cli(*args, timeout=900):
      "replay_proportion \\* learn_queue_cap must be a whole number"),
     (["--gin_param=AsyncOffPolicyDriver.replay_proportion=0.5"],
      "replay_buffer_num_slots must be >= 1"),
+    (["--tf_threads=-1"], "Bad setting: --tf_threads must be >= 0, got -1"),
 ])
 def test_cli_bad_input_is_one_line_and_nonzero(tmp_path, args, message):
     result = _cli("--gin_file=gin_configs/ppo_async.gin", f"--root_dir={tmp_path}", *args,
@@ -122,6 +123,16 @@ def test_cli_bad_input_is_one_line_and_nonzero(tmp_path, args, message):
     errors = [l for l in result.stderr.splitlines() if l.startswith("E")]
     assert len(errors) == 1, result.stderr
     assert re.search(message, errors[0]), errors[0]
+
+
+def test_tf_threads_flag_sizes_both_op_pools_and_training_runs(tmp_path):
+    result = _cli("--gin_file=gin_configs/ppo_async.gin", f"--root_dir={tmp_path}",
+                  "--tf_threads=1", "--gin_param=train.num_iterations=3",
+                  "--gin_param=train.num_env_steps=None", timeout=120)
+    assert result.returncode == 0, result.stderr[-3000:]
+    # The line reads the pools' sizes back from TensorFlow after setting them.
+    assert "TensorFlow op threads: 1 intra-op, 1 inter-op" in result.stderr
+    assert "'iteration': 3" in result.stderr
 
 
 @pytest.mark.slow
@@ -174,7 +185,7 @@ def test_pixel_configs_train_evaluate_export_and_play_on_uint8_frames(tmp_path, 
     assert gif.read_bytes()[:6] == b"GIF89a" and frames >= 2
 
 
-@pytest.mark.parametrize("config", ["dqn_cartpole", "sac_pendulum"])
+@pytest.mark.parametrize("config", ["dqn_cartpole", "sac_pendulum", "sac_mujoco"])
 def test_replay_configs_train_evaluate_export_and_play(tmp_path, config):
     root = tmp_path / config
     result = _cli(f"--gin_file=gin_configs/{config}.gin", f"--root_dir={root}",
