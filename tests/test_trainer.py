@@ -185,7 +185,7 @@ def test_pixel_configs_train_evaluate_export_and_play_on_uint8_frames(tmp_path, 
     assert gif.read_bytes()[:6] == b"GIF89a" and frames >= 2
 
 
-@pytest.mark.parametrize("config", ["dqn_cartpole", "sac_pendulum", "sac_mujoco"])
+@pytest.mark.parametrize("config", ["dqn_cartpole", "dqn_minatar", "sac_pendulum", "sac_mujoco"])
 def test_replay_configs_train_evaluate_export_and_play(tmp_path, config):
     root = tmp_path / config
     result = _cli(f"--gin_file=gin_configs/{config}.gin", f"--root_dir={root}",
