@@ -19,7 +19,9 @@ A MID step has discount 0 where the env's info says `life_lost`
 
 import functools
 import multiprocessing
+import os
 import signal
+import weakref
 from typing import Dict, List, Optional
 
 import gymnasium as gym
@@ -127,9 +129,11 @@ class _GroupEnv(gym.Env):
 
     def __init__(self, env_name: str, num_envs: int, seeds: List[Optional[int]]):
         if multiprocessing.parent_process() is not None:  # in the worker process
-            # Ctrl-C reaches the whole process group: the trainer handles it
-            # and closes the workers; a worker must not die of it first.
-            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            # Ctrl-C, `timeout`, `kill -- -PGID` and job schedulers signal
+            # every process of the run: the trainer handles it and closes the
+            # workers; a worker must not die of it first (SIGKILL still ends it).
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                signal.signal(signum, signal.SIG_IGN)
         self._subenvs = SubEnvs(env_name, num_envs, seeds)
         self.observation_space = group_observation_space(
             self._subenvs.envs[0].observation_space, num_envs)
@@ -161,9 +165,10 @@ class WorkerSubEnvs:
     """`SubEnvs`' interface over W worker processes of B / W sub-envs each.
 
     Workers are forked (they inherit the imported modules; they never call
-    TensorFlow) and are daemons: `close()` ends them, and so does the end of
-    this process. A worker that dies makes `reset()`/`step()` raise a
-    RuntimeError with its index, pid and exit code.
+    TensorFlow) and ignore SIGINT and SIGTERM: `close()` ends them, and so
+    does the end of this object or process (with SIGKILL). A worker that dies
+    makes `reset()`/`step()` raise a RuntimeError with its index, pid and exit
+    code.
 
     Not thread-safe: one owner steps them.
     """
@@ -186,6 +191,9 @@ class WorkerSubEnvs:
             action_space=batch_space(action_space, k),
             shared_memory=True, context="fork", daemon=True)
         self._failed = False
+        # Before gymnasium's and multiprocessing's own clean-ups, which send
+        # SIGTERM and wait: an unclosed worker would ignore it and hang them.
+        weakref.finalize(self, _kill, list(self._vector.processes), os.getpid())
 
     @property
     def pids(self) -> List[int]:
@@ -223,11 +231,21 @@ class WorkerSubEnvs:
             self._vector.close()
             return
         # A dead worker leaves a call pending that gymnasium's close() would wait on.
-        for process in self._vector.processes:
-            if process.is_alive():
-                process.terminate()
-        for process in self._vector.processes:
-            process.join(timeout=10)
+        _kill(self._vector.processes)
         for pipe in self._vector.parent_pipes:
             pipe.close()
         self._vector.closed = True
+
+
+def _kill(processes: List[multiprocessing.Process], owner: Optional[int] = None) -> None:
+    """SIGKILLs the live worker processes and waits for them (10 s at most each).
+
+    Does nothing in a process other than `owner` (a fork of it) when given.
+    """
+    if owner is not None and owner != os.getpid():
+        return
+    for process in processes:
+        if process.is_alive():
+            process.kill()
+    for process in processes:
+        process.join(timeout=10)

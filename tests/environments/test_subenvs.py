@@ -1,3 +1,4 @@
+import gc
 import multiprocessing
 import os
 import signal
@@ -109,25 +110,26 @@ def test_driver_with_a_killed_worker_stops_naming_the_env_thread_or_restarts_it(
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
-def test_no_worker_outlives_a_signalled_trainer(tmp_path, signum):
+def test_a_signal_to_the_whole_process_group_stops_training_cleanly(tmp_path, signum):
+    # What Ctrl-C, `timeout` and job schedulers do: every process of the run
+    # gets the signal, the env workers included.
     root = str(tmp_path / "run")
     process = subprocess.Popen(
         [sys.executable, "-m", "alf_async.train", "--gin_file=gin_configs/ppo_async.gin",
          f"--root_dir={root}", "--gin_param=create_environment.num_workers=2",
          "--gin_param=create_environment.env_name='Pendulum-v1'",
          "--gin_param=train.log_interval_secs=0.5"],
-        cwd=ROOT, stderr=subprocess.PIPE, text=True)
+        cwd=ROOT, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         for line in process.stderr:  # training is under way once progress is logged
             if "frames/s" in line:
                 break
-        process.send_signal(signum)
-        process.communicate(timeout=60)
+        os.killpg(process.pid, signum)
+        _, stderr = process.communicate(timeout=60)
     finally:
         if process.poll() is None:
             process.kill()
             process.wait(timeout=10)
-    assert process.returncode == 128 + signum
     survivors = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
@@ -139,6 +141,23 @@ def test_no_worker_outlives_a_signalled_trainer(tmp_path, signum):
     for pid in survivors:
         os.kill(pid, signal.SIGKILL)
     assert not survivors
+    assert process.returncode == 128 + signum, stderr[-2000:]
+    assert f"Interrupted by {signal.Signals(signum).name} at iteration" in stderr
+    assert "checkpoint saved" in stderr and "failed" not in stderr
+    assert os.path.isfile(os.path.join(root, "policy", "saved_model.pb"))
+
+
+def test_a_dropped_worker_env_takes_its_workers_with_it():
+    env = GymnasiumBatchedEnv("CartPole-v1", 4, seed=0, num_workers=2)
+    env.reset()
+    pids = env.worker_pids
+    for pid in pids:  # ignored: only the owner ends its workers
+        os.kill(pid, signal.SIGTERM)
+    env.step(np.zeros(4, np.int64))
+    assert all(_alive(pid) for pid in pids)
+    del env  # never closed: the workers are killed, not waited on forever
+    gc.collect()
+    assert not any(_alive(pid) for pid in pids)
 
 
 def test_evaluation_plays_in_process_whatever_num_workers_says(tmp_path, monkeypatch):
