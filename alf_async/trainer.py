@@ -386,56 +386,56 @@ def train(root_dir: str,
         optimizer_steps and learning_rate.
     """
     root_dir = check_writable(root_dir)
-    interrupt = SignalStop()
-    timeline = _Timeline()
-    algorithm, learner, driver, loop = build(algorithm_class, seed, serve_port,
-                                             os.path.join(root_dir, "replay"))
-    worker = worker_index(learner.strategy)  # 0: the chief, which writes everything
-    counters = _Counters(learner)
-    done = _StopCondition(counters, num_iterations, num_env_steps, stop_at_return, interrupt,
-                          learner.all_workers_sum)
-    checkpoint = tf.train.Checkpoint(algorithm=algorithm, learner=learner, counters=counters)
-    manager = _checkpoint_manager(checkpoint, root_dir, worker, max_checkpoints)
-    _restore(root_dir, checkpoint, counters)
-    config = _write_config(root_dir) if worker == 0 else gin.operative_config_str()
-    writer = (tf.summary.create_file_writer(os.path.join(root_dir, "train")) if worker == 0
-              else tf.summary.create_noop_writer())
-    progress = _Progress(counters, report_return)
-    hooks = _Hooks(algorithm, learner, driver, loop, counters, manager, progress, dict(
-        summary_interval=summary_interval, checkpoint_interval=checkpoint_interval,
-        eval_interval=eval_interval if worker == 0 else 0,
-        num_eval_episodes=num_eval_episodes, seed=seed,
-        log_interval_secs=log_interval_secs, num_env_steps=num_env_steps))
-    _log_start(algorithm, learner, driver)
-    timeline.mark("build")
-    driver.start()
-    timeline.mark("compile", _compile_detail(driver))
-    try:
-        with interrupt, writer.as_default(), tf.summary.record_if(
-                lambda: tf.equal(learner.train_step % summary_interval, 0)):
-            tf.summary.text("config/operative_gin", config, step=counters.iteration)
-            average_return, first = float("nan"), True
-            while not done(average_return):
-                driver.run_async()
-                if first:
-                    timeline.mark("first iteration")
-                    first = False
-                average_return = hooks.after_iteration()
-            with tf.summary.record_if(True):  # the final state, whatever the interval
-                hooks.write_metrics()
-    finally:
-        driver.stop()
-    timeline.mark("training")
-    manager.save(checkpoint_number=counters.iteration)
-    if worker == 0:
-        export_policy(algorithm, root_dir)
-    else:
-        shutil.rmtree(manager.directory, ignore_errors=True)
-    writer.flush()
-    timeline.mark("checkpoint and export")
-    timeline.log()
-    result = _result(driver, learner, counters, progress)
-    if interrupt.signum is not None:
-        raise TrainingInterrupted(interrupt.signum, result["iteration"])
+    with SignalStop() as interrupt:  # from here on: a signal during start-up stops cleanly too
+        timeline = _Timeline()
+        algorithm, learner, driver, loop = build(algorithm_class, seed, serve_port,
+                                                 os.path.join(root_dir, "replay"))
+        worker = worker_index(learner.strategy)  # 0: the chief, which writes everything
+        counters = _Counters(learner)
+        done = _StopCondition(counters, num_iterations, num_env_steps, stop_at_return, interrupt,
+                              learner.all_workers_sum)
+        checkpoint = tf.train.Checkpoint(algorithm=algorithm, learner=learner, counters=counters)
+        manager = _checkpoint_manager(checkpoint, root_dir, worker, max_checkpoints)
+        _restore(root_dir, checkpoint, counters)
+        config = _write_config(root_dir) if worker == 0 else gin.operative_config_str()
+        writer = (tf.summary.create_file_writer(os.path.join(root_dir, "train")) if worker == 0
+                  else tf.summary.create_noop_writer())
+        progress = _Progress(counters, report_return)
+        hooks = _Hooks(algorithm, learner, driver, loop, counters, manager, progress, dict(
+            summary_interval=summary_interval, checkpoint_interval=checkpoint_interval,
+            eval_interval=eval_interval if worker == 0 else 0,
+            num_eval_episodes=num_eval_episodes, seed=seed,
+            log_interval_secs=log_interval_secs, num_env_steps=num_env_steps))
+        _log_start(algorithm, learner, driver)
+        timeline.mark("build")
+        driver.start()
+        timeline.mark("compile", _compile_detail(driver))
+        try:
+            with writer.as_default(), tf.summary.record_if(
+                    lambda: tf.equal(learner.train_step % summary_interval, 0)):
+                tf.summary.text("config/operative_gin", config, step=counters.iteration)
+                average_return, first = float("nan"), True
+                while not done(average_return):
+                    driver.run_async()
+                    if first:
+                        timeline.mark("first iteration")
+                        first = False
+                    average_return = hooks.after_iteration()
+                with tf.summary.record_if(True):  # the final state, whatever the interval
+                    hooks.write_metrics()
+        finally:
+            driver.stop()
+        timeline.mark("training")
+        manager.save(checkpoint_number=counters.iteration)
+        if worker == 0:
+            export_policy(algorithm, root_dir)
+        else:
+            shutil.rmtree(manager.directory, ignore_errors=True)
+        writer.flush()
+        timeline.mark("checkpoint and export")
+        timeline.log()
+        result = _result(driver, learner, counters, progress)
+        if interrupt.signum is not None:
+            raise TrainingInterrupted(interrupt.signum, result["iteration"])
     logging.info("Training done: %s", result)
     return result

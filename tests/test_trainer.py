@@ -333,8 +333,11 @@ def test_deterministic_mode_repeats_losses_exactly_and_depends_on_the_seed(tmp_p
     assert all(a != b for a, b in zip(first, other))
 
 
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
-def test_signal_stops_saves_a_checkpoint_and_exits_with_the_conventional_code(tmp_path, signum):
+@pytest.mark.parametrize("signum,moment", [
+    (signal.SIGINT, "| env steps"), (signal.SIGTERM, "| env steps"),
+    (signal.SIGTERM, "learner replica(s) on")])  # training, or start-up: before compiling
+def test_signal_stops_saves_a_checkpoint_and_exits_with_the_conventional_code(
+        tmp_path, signum, moment):
     root = tmp_path / "run"
     proc = subprocess.Popen(
         [sys.executable, "-m", "alf_async.train", "--gin_file=gin_configs/ppo_async.gin",
@@ -343,8 +346,8 @@ def test_signal_stops_saves_a_checkpoint_and_exits_with_the_conventional_code(tm
         cwd=ROOT, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.time() + 120
-        for line in proc.stderr:  # wait until training is under way
-            if "| env steps" in line or time.time() > deadline:
+        for line in proc.stderr:  # wait until that moment
+            if moment in line or time.time() > deadline:
                 break
         proc.send_signal(signum)
         start = time.time()
@@ -358,7 +361,8 @@ def test_signal_stops_saves_a_checkpoint_and_exits_with_the_conventional_code(tm
     saved = tf.train.latest_checkpoint(str(root / "checkpoints"))
     assert saved is not None
     iteration = int(stderr.split("at iteration ")[1].split(";")[0])
-    assert saved.endswith(f"ckpt-{iteration}") and iteration > 0
+    assert saved.endswith(f"ckpt-{iteration}") and (iteration > 0) == (moment == "| env steps")
+    assert os.path.isfile(os.path.join(root, "policy", "saved_model.pb"))
 
 
 def test_stopping_and_resuming_ends_where_one_straight_run_ends(tmp_path):
