@@ -5,6 +5,7 @@ from typing import Callable, Tuple
 
 import numpy as np
 import tensorflow as tf
+from absl import logging
 from tf_agents.specs import tensor_spec
 from tf_agents.trajectories import time_step as ts
 
@@ -13,16 +14,23 @@ def run_episodes(policy_fn: Callable, env, num_episodes: int,
                  max_steps: int = 100_000) -> Tuple[float, float]:
     """Runs `num_episodes` episodes on a batched env; returns mean return and length.
 
+    Each of the B sub-envs contributes a fixed number of its first episodes
+    (`num_episodes / B`, the remainder to the first ones), whatever their
+    length: counting the first episodes to *finish* would favour short ones.
+
     Args:
         policy_fn: `(observation [B, ...], step_type [B]) -> action [B]`.
-        env: a batched tf-agents `PyEnvironment`; its sub-envs play episodes
-            in parallel and the first `num_episodes` to finish are counted.
+        env: a batched tf-agents `PyEnvironment` whose sub-envs play in parallel.
         num_episodes: episodes to average.
-        max_steps: bound on env steps, in case a policy never ends an episode.
+        max_steps: bound on env steps, in case a policy never ends an episode;
+            reaching it averages the episodes finished by then (with a warning).
     """
+    batch_size = env.batch_size
+    quota = np.full(batch_size, num_episodes // batch_size)
+    quota[:num_episodes % batch_size] += 1
     time_step = env.reset()
-    returns = np.zeros(env.batch_size)
-    lengths = np.zeros(env.batch_size, np.int64)
+    returns = np.zeros(batch_size)
+    lengths = np.zeros(batch_size, np.int64)
     finished = []
     for _ in range(max_steps):
         action = np.asarray(policy_fn(time_step.observation, time_step.step_type))
@@ -30,14 +38,19 @@ def run_episodes(policy_fn: Callable, env, num_episodes: int,
         playing = time_step.step_type != ts.StepType.FIRST
         returns += np.where(playing, time_step.reward, 0.0)
         lengths += playing
-        last = time_step.step_type == ts.StepType.LAST
-        finished.extend(zip(returns[last], lengths[last]))
-        returns[last], lengths[last] = 0.0, 0
-        if len(finished) >= num_episodes:
+        counted = (time_step.step_type == ts.StepType.LAST) & (quota > 0)
+        finished.extend(zip(returns[counted], lengths[counted]))
+        quota -= counted
+        returns[time_step.step_type == ts.StepType.LAST] = 0.0
+        lengths[time_step.step_type == ts.StepType.LAST] = 0
+        if not quota.any():
             break
     if not finished:
         raise RuntimeError(f"No episode finished within max_steps={max_steps}")
-    mean_return, mean_length = np.mean(finished[:num_episodes], axis=0)
+    if quota.any():
+        logging.warning("%d of %d episodes unfinished after max_steps=%d: averaging the rest",
+                        quota.sum(), num_episodes, max_steps)
+    mean_return, mean_length = np.mean(finished, axis=0)
     return float(mean_return), float(mean_length)
 
 

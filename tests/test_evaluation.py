@@ -3,6 +3,7 @@ import sys
 
 import numpy as np
 import tensorflow as tf
+from tf_agents.trajectories import time_step as ts
 
 from alf_async.algorithms import PPOAlgorithm
 from alf_async.environments import CartPoleBatchedEnv
@@ -21,7 +22,7 @@ assert not any(name.startswith("alf_async") for name in sys.modules), "imported 
 """
 
 
-def test_run_episodes_averages_the_first_finished_episodes():
+def test_run_episodes_averages_episodes_of_equal_length():
     calls = []
 
     def policy(observation, step_type):
@@ -31,6 +32,28 @@ def test_run_episodes_averages_the_first_finished_episodes():
     mean_return, mean_length = run_episodes(policy, CountingEnv(0, batch_size=3), 4)
     assert mean_return == EPISODE_LENGTH - 1 and mean_length == EPISODE_LENGTH - 1
     assert calls[0] == (3, 3)
+
+
+class _UnevenEnv(CountingEnv):
+    """Sub-env i's episodes last 2 + 10 i steps and return as much as they last."""
+
+    def _time_step(self):
+        length = 2 + 10 * np.arange(self._b)
+        phase = self.count % length
+        step_type = np.where(phase == 0, ts.StepType.FIRST,
+                             np.where(phase == length - 1, ts.StepType.LAST,
+                                      ts.StepType.MID)).astype(np.int32)
+        return ts.TimeStep(step_type, (phase != 0).astype(np.float32),
+                           np.ones(self._b, np.float32), np.zeros((self._b, 3), np.float32))
+
+
+def test_run_episodes_counts_as_many_episodes_of_each_sub_env_however_long():
+    policy = lambda observation, _: np.zeros(observation.shape[0], np.int64)
+    # Sub-env 0's episodes return 1, sub-env 1's 11, sub-env 2's 21. The first
+    # 3 to finish would all be sub-env 0's (mean 1).
+    assert run_episodes(policy, _UnevenEnv(0, batch_size=3), 3) == (11.0, 11.0)
+    # 5 over 3 sub-envs: two each of the first two, one of the third.
+    assert run_episodes(policy, _UnevenEnv(0, batch_size=3), 5) == (9.0, 9.0)
 
 
 def test_exported_greedy_policy_acts_like_the_algorithm_without_alf_async(tmp_path):
