@@ -1,4 +1,4 @@
-"""Deterministic fake envs and policies for driver tests."""
+"""Deterministic fake envs and policies for driver tests; samples for loss tests."""
 
 import time
 
@@ -9,6 +9,7 @@ from tf_agents.specs import array_spec, tensor_spec
 from tf_agents.trajectories import time_step as ts
 
 from alf_async.drivers import AsyncOffPolicyDriver
+from alf_async.environments import CartPoleBatchedEnv
 from alf_async.threads import live_driver_threads
 
 EPISODE_LENGTH = 5
@@ -153,3 +154,20 @@ class WeightPolicy(tf.Module):
 def weight_policy_for(env, weight_shape=(), stateless=False):
     return WeightPolicy(tensor_spec.from_spec(env.time_step_spec()),
                         tensor_spec.from_spec(env.action_spec()), weight_shape, stateless)
+
+
+def cartpole_actor_critic(algorithm_class, **kwargs):
+    """An actor-critic algorithm (PPO, IMPALA) for CartPole's specs."""
+    env = CartPoleBatchedEnv(2)
+    return algorithm_class(env.time_step_spec(), env.action_spec(), **kwargs)
+
+
+def actor_critic_samples(rng, n: int = 64, behaviour_probs=(0.2, 0.8)):
+    """N random CartPole training samples (the dict `preprocess` returns)."""
+    return dict(observation=rng.normal(size=(n, 4)).astype(np.float32),
+                step_type=np.full(n, ts.StepType.MID, np.int32),
+                action=rng.integers(0, 2, n).astype(np.int64),
+                behaviour_log_prob=np.log(rng.uniform(*behaviour_probs, n)).astype(np.float32),
+                advantage=rng.normal(size=n).astype(np.float32),
+                value_target=rng.normal(size=n).astype(np.float32),
+                mask=np.ones(n, np.float32))

@@ -13,11 +13,13 @@ import tensorflow as tf
 class VTraceReturns(NamedTuple):
     vs: tf.Tensor             # [T, B] value targets v_s
     pg_advantages: tf.Tensor  # [T, B] rho_s (r_s + gamma_s v_{s+1} - V(x_s))
+    advantages: tf.Tensor     # [T, B] r_s + gamma_s v_{s+1} - V(x_s), before the weight rho_s
 
 
 def from_importance_weights(log_rhos, discounts, rewards, values, bootstrap_value,
                             clip_rho_threshold: Optional[float] = 1.0,
-                            clip_pg_rho_threshold: Optional[float] = 1.0) -> VTraceReturns:
+                            clip_pg_rho_threshold: Optional[float] = 1.0,
+                            lambda_: float = 1.0) -> VTraceReturns:
     """V-trace targets and policy-gradient advantages.
 
     Args:
@@ -31,6 +33,9 @@ def from_importance_weights(log_rhos, discounts, rewards, values, bootstrap_valu
             (None: no clipping).
         clip_pg_rho_threshold: clipping of the weights of the policy-gradient
             advantages (None: no clipping).
+        lambda_: trace weight: c_i = lambda * min(1, rho_i), and the
+            policy-gradient target mixes `lambda * v_{s+1} + (1 - lambda) *
+            V(x_{s+1})`. On-policy this is GAE(lambda); 1 is the paper's V-trace.
 
     Returns:
         `VTraceReturns`; no gradient flows through them.
@@ -38,7 +43,7 @@ def from_importance_weights(log_rhos, discounts, rewards, values, bootstrap_valu
     rhos = tf.exp(log_rhos)
     clip = lambda x, c: x if c is None else tf.minimum(c, x)
     clipped_rhos = clip(rhos, clip_rho_threshold)
-    cs = tf.minimum(1.0, rhos)  # trace-cutting coefficients c_i, c-bar = 1
+    cs = lambda_ * tf.minimum(1.0, rhos)  # trace-cutting coefficients c_i, c-bar = 1
     next_values = tf.concat([values[1:], bootstrap_value[None]], axis=0)
     deltas = clipped_rhos * (rewards + discounts * next_values - values)
     # v_s - V(x_s) = delta_s + gamma_s c_s (v_{s+1} - V(x_{s+1}))
@@ -46,5 +51,7 @@ def from_importance_weights(log_rhos, discounts, rewards, values, bootstrap_valu
                          initializer=tf.zeros_like(bootstrap_value), reverse=True)
     vs = vs_minus_v + values
     next_vs = tf.concat([vs[1:], bootstrap_value[None]], axis=0)
-    pg_advantages = clip(rhos, clip_pg_rho_threshold) * (rewards + discounts * next_vs - values)
-    return VTraceReturns(tf.stop_gradient(vs), tf.stop_gradient(pg_advantages))
+    next_vs = lambda_ * next_vs + (1 - lambda_) * next_values
+    advantages = rewards + discounts * next_vs - values
+    pg_advantages = clip(rhos, clip_pg_rho_threshold) * advantages
+    return VTraceReturns(*map(tf.stop_gradient, (vs, pg_advantages, advantages)))

@@ -6,21 +6,15 @@ from tf_agents.trajectories import time_step as ts
 from alf_async.algorithms import PPOAlgorithm
 from alf_async.environments import CartPoleBatchedEnv
 from alf_async.experience import Experience
+from fakes import actor_critic_samples, cartpole_actor_critic
 
 
 def _algorithm(**kwargs):
-    env = CartPoleBatchedEnv(2)
-    return PPOAlgorithm(env.time_step_spec(), env.action_spec(), **kwargs)
+    return cartpole_actor_critic(PPOAlgorithm, **kwargs)
 
 
 def _samples(rng, n=64):
-    return dict(observation=rng.normal(size=(n, 4)).astype(np.float32),
-                step_type=np.full(n, ts.StepType.MID, np.int32),
-                action=rng.integers(0, 2, n).astype(np.int64),
-                behaviour_log_prob=np.log(rng.uniform(0.2, 0.8, n)).astype(np.float32),
-                advantage=rng.normal(size=n).astype(np.float32),
-                value_target=rng.normal(size=n).astype(np.float32),
-                mask=np.ones(n, np.float32))
+    return actor_critic_samples(rng, n)
 
 
 def test_loss_matches_numpy_clipped_surrogate():

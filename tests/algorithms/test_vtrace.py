@@ -56,3 +56,25 @@ def test_on_policy_vtrace_is_the_n_step_return():
                                          values, bootstrap)
     # v_0 = 1 + .5*2 + .25*3 + .125*4 + .0625*8
     assert abs(got.vs.numpy()[0, 0] - (1 + 1 + 0.75 + 0.5 + 0.5)) < 1e-5
+
+
+@pytest.mark.parametrize("lambda_", [0.0, 0.5, 0.95])
+def test_on_policy_vtrace_lambda_is_gae_lambda(lambda_):
+    rng = np.random.default_rng(1)
+    t_len, n, gamma = 7, 3, 0.9
+    rewards = rng.normal(size=(t_len, n)).astype(np.float32)
+    values = rng.normal(size=(t_len + 1, n)).astype(np.float32)  # row T: bootstrap
+    discounts = np.ones((t_len, n), np.float32)
+    discounts[2, 0] = 0.0  # a terminal transition inside the unroll
+    got = vtrace.from_importance_weights(np.zeros((t_len, n), np.float32), gamma * discounts,
+                                         rewards, values[:-1], values[-1], lambda_=lambda_)
+    # GAE(lambda) computed term by term.
+    deltas = rewards + gamma * discounts * values[1:] - values[:-1]
+    gae = np.zeros((t_len, n))
+    for s in range(t_len):
+        weight = np.ones(n)
+        for t in range(s, t_len):
+            gae[s] += weight * deltas[t]
+            weight = weight * gamma * lambda_ * discounts[t]
+    np.testing.assert_allclose(got.pg_advantages.numpy(), gae, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(got.vs.numpy(), values[:-1] + gae, rtol=1e-4, atol=1e-5)
