@@ -16,7 +16,7 @@ from absl import app, flags, logging
 
 from alf_async import trainer
 from alf_async.errors import ThreadError
-from alf_async.remote.actor_process import ActorProcess, LearnerGone
+from alf_async.remote.actor_process import ActorProcess, LearnerGone, StoppedBeforeStart
 from alf_async.signals import SignalStop
 
 flags.DEFINE_string("server", None, "HOST:PORT of the learner's Reverb server.")
@@ -39,19 +39,35 @@ def _configured(name: str, default):
 
 def main(argv) -> None:
     del argv
+    interrupt = SignalStop()  # installed first: a signal while building stops cleanly too
+    stopped = lambda: interrupt.signum is not None
+    with interrupt:
+        try:
+            actor = _build_actor(stopped)
+        except StoppedBeforeStart:
+            logging.info("Actor task %d stopped by a signal before it started", FLAGS.task)
+            return
+        _run(actor, stopped)
+
+
+def _build_actor(should_stop) -> ActorProcess:
+    """The ActorProcess the flags describe; exit status 2 for a bad setting or no learner."""
     try:
         trainer.parse_config(FLAGS.gin_file, FLAGS.gin_param)
-        actor = ActorProcess(FLAGS.server, FLAGS.task,
-                             _configured("alf_async.train.algorithm_class",
-                                         trainer.PPOAlgorithm),
-                             seed=_configured("alf_async.train.seed", None))
+        return ActorProcess(FLAGS.server, FLAGS.task,
+                            _configured("alf_async.train.algorithm_class",
+                                        trainer.PPOAlgorithm),
+                            seed=_configured("alf_async.train.seed", None),
+                            should_stop=should_stop)
     except (ValueError, LearnerGone, ImportError) as error:
         logging.error("Actor task %d: %s", FLAGS.task, error)
         sys.exit(2)
-    interrupt = SignalStop()
+
+
+def _run(actor: ActorProcess, should_stop) -> None:
+    """Sends unrolls until `should_stop()` or the learner is gone; exits 1 or 2 on failure."""
     try:
-        with interrupt:
-            sent = actor.run(lambda: interrupt.signum is not None)
+        sent = actor.run(should_stop)
         logging.info("Actor task %d stopped by a signal after %d unrolls", FLAGS.task, sent)
     except LearnerGone as gone:
         logging.info("Actor task %d exits after %d unrolls: %s", FLAGS.task,
@@ -62,7 +78,6 @@ def main(argv) -> None:
     except ValueError as error:
         logging.error("Actor task %d: %s", FLAGS.task, error)
         sys.exit(2)
-
 
 if __name__ == "__main__":
     app.run(main)

@@ -38,11 +38,12 @@ def run_episodes(policy_fn: Callable, env, num_episodes: int,
         playing = time_step.step_type != ts.StepType.FIRST
         returns += np.where(playing, time_step.reward, 0.0)
         lengths += playing
-        counted = (time_step.step_type == ts.StepType.LAST) & (quota > 0)
+        last = time_step.step_type == ts.StepType.LAST
+        counted = last & (quota > 0)
         finished.extend(zip(returns[counted], lengths[counted]))
         quota -= counted
-        returns[time_step.step_type == ts.StepType.LAST] = 0.0
-        lengths[time_step.step_type == ts.StepType.LAST] = 0
+        returns[last] = 0.0
+        lengths[last] = 0
         if not quota.any():
             break
     if not finished:

@@ -144,6 +144,20 @@ def test_bad_actor_settings_exit_2_with_one_line(processes):
     assert "--task must be an integer >= 0, got -1" in processes.log("bad_task")
 
 
+@pytest.mark.timeout(120)
+def test_sigterm_while_waiting_for_the_learner_exits_0_at_once(processes):
+    proc = processes.start("waiting", [
+        "alf_async.actor", "--server=127.0.0.1:1", "--task=0", f"--gin_file={GIN_FILE}",
+        *[f"--gin_param={p}" for p in SMALL]])
+    deadline = time.time() + 90
+    while "waiting up to" not in processes.log("waiting") and time.time() < deadline:
+        assert proc.poll() is None, processes.log("waiting")[-2000:]
+        time.sleep(0.2)
+    os.kill(proc.pid, signal.SIGTERM)
+    assert proc.wait(timeout=15) == 0, processes.log("waiting")[-2000:]
+    assert "Actor task 0 stopped by a signal before it started" in processes.log("waiting")
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_a_learner_and_two_actor_processes_train_cartpole_to_475(tmp_path, processes):

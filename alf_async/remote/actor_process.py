@@ -25,6 +25,10 @@ class LearnerGone(RuntimeError):
     """The learner's server stopped answering for `server_timeout_secs`."""
 
 
+class StoppedBeforeStart(Exception):
+    """`should_stop()` turned true while the actor waited for its first weights."""
+
+
 class WeightsPuller(threading.Thread):
     """Pulls the learner's weights every `interval_secs`, or sooner on `request()`.
 
@@ -96,7 +100,8 @@ class ActorProcess:
                  pull_every_unrolls: int = 0,
                  server_timeout_secs: float = 30.0,
                  connect_timeout_secs: float = 300.0,
-                 env_factory: Optional[Callable] = None):
+                 env_factory: Optional[Callable] = None,
+                 should_stop: Callable[[], bool] = lambda: False):
         """
         Args:
             server: `HOST:PORT` of the learner's Reverb server.
@@ -111,10 +116,13 @@ class ActorProcess:
                 weights (the learner may still be starting).
             env_factory: `env_id -> batched env`; None: `create_environment`
                 seeded per task and env.
+            should_stop: polled while waiting for the first weights; True
+                ends the wait (`StoppedBeforeStart`).
 
         Raises:
             ValueError: a bad `task`, or weights that do not fit the algorithm.
             LearnerGone: no weights within `connect_timeout_secs`.
+            StoppedBeforeStart: `should_stop()` while waiting for them.
         """
         if not isinstance(task, int) or task < 0:
             raise ValueError(f"--task must be an integer >= 0, got {task!r}")
@@ -130,7 +138,7 @@ class ActorProcess:
         version = tf.Variable(-1, dtype=tf.int64, trainable=False)
         self.puller = WeightsPuller(self._client, algorithm.variables, version,
                                     pull_interval_secs, self._PULL_TIMEOUT_SECS)
-        self._await_first_weights(connect_timeout_secs)
+        self._await_first_weights(connect_timeout_secs, should_stop)
         self.driver = AsyncOffPolicyDriver(
             env_factory, algorithm, version, exp_replayer="one_time", replay_proportion=0.0,
             max_policy_lag=None, deterministic=False, observers=(), metrics=(),
@@ -145,9 +153,13 @@ class ActorProcess:
         tf.random.set_seed(seed + 7919 * self.task)
         return lambda i: create_environment(seed=seed + 1000 * i + 100_000 * (self.task + 1))
 
-    def _await_first_weights(self, timeout_secs: float) -> None:
+    def _await_first_weights(self, timeout_secs: float, should_stop: Callable[[], bool]) -> None:
+        logging.info("Actor task %d: waiting up to %.0f s for the learner's weights at %s",
+                     self.task, timeout_secs, self.server)
         deadline = time.monotonic() + timeout_secs
         while time.monotonic() < deadline:
+            if should_stop():
+                raise StoppedBeforeStart(f"actor task {self.task}: stopped before any weights")
             pulled = self.puller.pull_once()
             if pulled is not None:
                 if self.task >= pulled.max_actors:
