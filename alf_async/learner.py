@@ -34,13 +34,19 @@ class DeviceBatch(NamedTuple):
 
 def make_optimizer(name: str, learning_rate: float, epsilon: float, decay: float,
                    momentum: float) -> tf.keras.optimizers.Optimizer:
-    """'adam' (uses epsilon) or 'rmsprop' (uses decay, momentum, epsilon)."""
-    if name == "adam":
-        return tf.keras.optimizers.Adam(learning_rate, epsilon=epsilon)
+    """'adam' or 'amsgrad' (use epsilon), or 'rmsprop' (uses decay, momentum, epsilon).
+
+    'amsgrad' is Adam dividing by the largest second-moment estimate so far
+    instead of the current one: after a stretch of tiny gradients a sudden
+    large one cannot make a step larger than the ones before it.
+    """
+    if name in ("adam", "amsgrad"):
+        return tf.keras.optimizers.Adam(learning_rate, epsilon=epsilon,
+                                        amsgrad=name == "amsgrad")
     if name == "rmsprop":
         return tf.keras.optimizers.RMSprop(learning_rate, rho=decay, momentum=momentum,
                                            epsilon=epsilon)
-    raise ValueError(f"Learner.optimizer must be 'adam' or 'rmsprop', got {name!r}")
+    raise ValueError(f"Learner.optimizer must be 'adam', 'amsgrad' or 'rmsprop', got {name!r}")
 
 
 def clip_gradients(grads, clip_norm: float, norm, group_sizes=None):
@@ -114,7 +120,7 @@ class Learner(tf.Module):
             strategy: distribution strategy; default: the current one.
             learning_rate: a constant or piecewise-linear points
                 `[(env_steps, value), ...]`, held constant outside them.
-            optimizer: 'adam' or 'rmsprop'.
+            optimizer: 'adam', 'amsgrad' or 'rmsprop' (see `make_optimizer`).
             epsilon: the optimizer's epsilon.
             rmsprop_decay: RMSProp's decay of the squared-gradient average.
             momentum: RMSProp's momentum.
