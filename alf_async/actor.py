@@ -79,5 +79,6 @@ def _run(actor: ActorProcess, should_stop) -> None:
         logging.error("Actor task %d: %s", FLAGS.task, error)
         sys.exit(2)
 
+
 if __name__ == "__main__":
     app.run(main)
