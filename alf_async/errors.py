@@ -20,6 +20,10 @@ class ThreadError(RuntimeError):
     """An exception raised inside one of the driver's threads (names the thread)."""
 
 
+class MissingExtraError(ValueError):
+    """A setting needs an optional package: the message names our pip extra."""
+
+
 class LearnerStarvedError(RuntimeError):
     """No learn batch arrived within `learner_queue_timeout`."""
 

@@ -9,6 +9,8 @@ from absl import logging
 from tf_agents.specs import tensor_spec
 from tf_agents.trajectories import time_step as ts
 
+from alf_async import quiet
+
 
 def run_episodes(policy_fn: Callable, env, num_episodes: int,
                  max_steps: int = 100_000) -> Tuple[float, float]:
@@ -122,7 +124,12 @@ def greedy_actions(policy, batch_size: int) -> Callable:
 
 
 def export_policy(algorithm, directory: str) -> str:
-    """Saves the greedy policy as a TensorFlow SavedModel under `directory`."""
+    """Saves the greedy policy as a TensorFlow SavedModel under `directory`.
+
+    TensorFlow's own INFO lines about the save (untraced Keras functions,
+    renamed inputs, assets written) are held back; its warnings still show.
+    """
     path = os.path.join(directory, "policy")
-    tf.saved_model.save(GreedyPolicy(algorithm), path)
+    with quiet.held_back("tensorflow/python"):
+        tf.saved_model.save(GreedyPolicy(algorithm), path)
     return path

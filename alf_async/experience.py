@@ -116,8 +116,10 @@ def make_specs(time_step_spec, action_spec, policy_state_spec, batch_size: int,
     """Specs of one request, reply, unroll and log record.
 
     Args:
-        time_step_spec, action_spec, policy_state_spec: unbatched specs of one
-            sub-env (tf-agents convention).
+        time_step_spec: unbatched time-step spec of one sub-env (tf-agents
+            convention, as are the next two).
+        action_spec: unbatched action spec.
+        policy_state_spec: unbatched policy-state spec (`()` if stateless).
         batch_size: B, sub-envs per env thread.
         unroll_length: T, steps per unroll.
 

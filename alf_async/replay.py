@@ -15,6 +15,7 @@ import numpy as np
 import tensorflow as tf
 from tf_agents.trajectories import time_step as ts
 
+from alf_async import extras
 from alf_async.experience import Experience, LearnBatch, Unroll
 
 
@@ -180,12 +181,8 @@ class UniformReplay:
             checkpoint_dir: where the buffer is kept (the trainer's
                 `root_dir/replay`); needed with `save_buffer`.
         """
-        try:
-            import reverb  # pylint: disable=import-outside-toplevel
-        except ImportError:
-            raise ImportError("AsyncOffPolicyDriver.exp_replayer='uniform' needs dm-reverb: "
-                              "pip install -e '.[replay]'") from None
-        self._reverb = reverb
+        self._reverb = reverb = extras.import_reverb(
+            "AsyncOffPolicyDriver.exp_replayer='uniform'")
         spec = segment_spec(unroll_spec)
         self.unroll_length = spec.log_prob.shape[0]
         _check_settings(capacity, min_size, batch_size, sequence_length, replay_ratio,

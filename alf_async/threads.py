@@ -131,7 +131,7 @@ class EnvThread(DriverThread):
         self._carry = None  # (time step, policy state) between unrolls
         self._env_error = None
         # No autograph: the loops are explicit, and converting the policy's
-        # code would take seconds at start-up (README, Start-up time).
+        # code would take seconds at start-up (docs/speed.md, Start-up time).
         self._unroll = tf.function(self._unroll_fn, autograph=False)
         self.num_unrolls = 0  # unrolls put on the learn queue (read by diagnostics)
         self.busy_seconds = 0.0  # time spent stepping the env (read by the trainer)
@@ -275,9 +275,9 @@ class ActorThread(DriverThread):
             act_fn: `(ActRequest with [n, B, ...] leaves, seed or None)` ->
                 `ActReply` with `[n, B, ...]` leaves.
             seed: if given, serve in the seeded, reproducible way.
-            stride, index: the seeds' call counter starts at `index` and
-                grows by `stride` (the number of actors), so that no two
-                actors share a seed.
+            stride: the number of actors: each seeded call's counter grows
+                by it, so that no two actors share a seed.
+            index: this actor's index, where its seeds' call counter starts.
         """
         super().__init__(name, coord, queues.close_all)
         self._actor_queue = actor_queue
@@ -306,7 +306,7 @@ class ActorThread(DriverThread):
 
     def _serve_requests(self) -> None:
         # Calling a tf.function from Python costs about as much as one serve:
-        # each call serves several times (README, Speed).
+        # each call serves several times (docs/speed.md).
         def serve(i):
             self._serve_once()  # ordered within the loop by its queue ops
             return i + 1

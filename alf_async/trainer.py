@@ -1,6 +1,9 @@
 """The training loop: driver + learner, summaries, checkpoints, progress."""
 
 import functools
+import json
+import logging as std_logging
+import math
 import os
 import shutil
 import signal
@@ -12,6 +15,7 @@ import gin
 import tensorflow as tf
 from absl import logging
 
+from alf_async import quiet
 from alf_async.algorithms import PPOAlgorithm
 from alf_async.devices import create_strategy, worker_index
 from alf_async.drivers import AsyncOffPolicyDriver
@@ -27,7 +31,10 @@ def parse_config(gin_files: Sequence[str], bindings: Sequence[str]) -> None:
     """Parses gin files, then bindings; a file may `include` its neighbours by name."""
     for path in gin_files:
         gin.add_config_file_search_path(os.path.dirname(os.path.abspath(path)))
-    gin.parse_config_files_and_bindings(list(gin_files), list(bindings))
+    # gin first looks an included name up as a Python package path and logs the miss
+    # as an error before finding it on the search path: held back.
+    with quiet.held_back("gin/resource_reader.py", below=std_logging.CRITICAL):
+        gin.parse_config_files_and_bindings(list(gin_files), list(bindings))
 
 
 def check_writable(root_dir: str) -> str:
@@ -96,6 +103,22 @@ class _Progress:
         self._last_log = 0.0
         self._report_return = report_return
         self.reached_at = None
+        self._steady = None  # (time, env steps) at the end of the first iteration
+
+    def mark_first_iteration(self, env_steps: int) -> None:
+        """The first iteration traces and optimises the learner's update: the ETA
+        is computed from the rate after it."""
+        self._steady = (time.time(), env_steps)
+
+    def eta(self, env_steps: int, num_env_steps: Optional[int]) -> str:
+        """`' | ETA 12 s'`, or '' before the rate after the first iteration is known."""
+        if num_env_steps is None or self._steady is None:
+            return ""
+        since, steps = self._steady
+        rate = (env_steps - steps) / max(time.time() - since, 1e-9)
+        if rate <= 0:
+            return ""
+        return f" | ETA {max(num_env_steps - env_steps, 0) / rate:.0f} s"
 
     def frames_per_sec(self, env_steps: int) -> float:
         return (env_steps - self._start_steps) / max(time.time() - self._start_time, 1e-9)
@@ -164,13 +187,12 @@ def _evaluate(algorithm, iteration, num_episodes: int, seed: Optional[int]) -> N
 
 
 def _log_progress(counters: _Counters, fps: float, average_return: float, learn_queue: int,
-                  timings: dict, num_env_steps: Optional[int]) -> None:
-    eta = ""
-    if num_env_steps is not None and fps > 0:
-        eta = f" | ETA {max(num_env_steps - int(counters.env_steps), 0) / fps:.0f} s"
-    logging.info("iteration %d | env steps %d | %.0f frames/s | average return %.1f | "
+                  timings: dict, eta: str) -> None:
+    returns = ("no episode finished yet" if math.isnan(average_return) else
+               f"average return {average_return:.1f}")
+    logging.info("iteration %d | env steps %d | %.0f frames/s | %s | "
                  "learn queue %d | busy: env %.0f%%, actor %.0f%%, learner %.0f%%%s",
-                 int(counters.iteration), int(counters.env_steps), fps, average_return,
+                 int(counters.iteration), int(counters.env_steps), fps, returns,
                  learn_queue, 100 * timings.get("env_busy", 0.0),
                  100 * timings.get("actor_busy", 0.0), 100 * timings.get("busy", 0.0), eta)
     if timings.get("dequeue_wait_ms", 0.0) > timings.get("grad_ms", float("inf")):
@@ -322,7 +344,8 @@ class _Hooks:
                       settings["seed"])
         if self._progress.due(settings["log_interval_secs"]):
             _log_progress(counters, fps, average_return, self._driver.learn_queue_size(),
-                          self._timings, settings["num_env_steps"])
+                          self._timings, self._progress.eta(int(counters.env_steps),
+                                                            settings["num_env_steps"]))
         return average_return
 
     def write_metrics(self) -> dict:
@@ -338,6 +361,13 @@ def _result(driver: AsyncOffPolicyDriver, learner: Learner, counters: _Counters,
                 seconds_to_report_return=progress.reached_at,
                 optimizer_steps=int(learner.optimizer.iterations.numpy()),
                 learning_rate=float(learner.optimizer.learning_rate.numpy()))
+
+
+def _write_result(root_dir: str, result: dict) -> None:
+    """Writes the final metrics to `root_dir/result.json`: the run is complete
+    (`alf_async.experiment` skips runs that have one)."""
+    with open(os.path.join(root_dir, "result.json"), "w") as f:
+        json.dump(result, f, indent=1)
 
 
 @gin.configurable(module="alf_async")
@@ -358,7 +388,8 @@ def train(root_dir: str,
     """Trains `algorithm_class` with an `AsyncOffPolicyDriver` until done.
 
     Re-running with the same `root_dir` resumes from its latest checkpoint;
-    the stopping conditions count from the very first run.
+    the stopping conditions count from the very first run. A run that ends
+    without a signal writes its final metrics to `root_dir/result.json`.
 
     Args:
         root_dir: where summaries (`train/`), checkpoints and the operative
@@ -419,6 +450,7 @@ def train(root_dir: str,
                     driver.run_async()
                     if first:
                         timeline.mark("first iteration")
+                        progress.mark_first_iteration(int(counters.env_steps))
                         first = False
                     average_return = hooks.after_iteration()
                 with tf.summary.record_if(True):  # the final state, whatever the interval
@@ -437,5 +469,7 @@ def train(root_dir: str,
         result = _result(driver, learner, counters, progress)
         if interrupt.signum is not None:
             raise TrainingInterrupted(interrupt.signum, result["iteration"])
+        if worker == 0:
+            _write_result(root_dir, result)
     logging.info("Training done: %s", result)
     return result

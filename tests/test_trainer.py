@@ -55,6 +55,8 @@ def test_second_run_resumes_counters(tmp_path):
     assert second["iteration"] == 5
     assert second["env_steps"] == 5 * first["env_steps"] // 3
     assert second["episodes"] >= first["episodes"]
+    with open(os.path.join(root, "result.json")) as f:  # the completed run's final metrics
+        assert json.load(f) == json.loads(json.dumps(second))
     scalars = read_scalars(root)
     steps = [s for s, _ in scalars["Metrics/EnvironmentSteps"]]
     assert sorted(set(steps)) == [1, 2, 3, 4, 5]
@@ -363,6 +365,7 @@ def test_signal_stops_saves_a_checkpoint_and_exits_with_the_conventional_code(
     iteration = int(stderr.split("at iteration ")[1].split(";")[0])
     assert saved.endswith(f"ckpt-{iteration}") and (iteration > 0) == (moment == "| env steps")
     assert os.path.isfile(os.path.join(root, "policy", "saved_model.pb"))
+    assert not os.path.exists(root / "result.json")  # an interrupted run is not complete
 
 
 def test_stopping_and_resuming_ends_where_one_straight_run_ends(tmp_path):
@@ -441,7 +444,8 @@ def test_two_worker_learner_trains_in_step_and_only_the_chief_writes(tmp_path):
     done = [re.search(r"Training done: \{'iteration': (\d+), 'env_steps': (\d+)", log).groups()
             for log in logs]
     assert done[0] == done[1] == ("4", str(4 * 2 * 2 * 8 * 8))  # both workers' batches count
-    assert sorted(os.listdir(root)) == ["checkpoints", "operative_config.gin", "policy", "train"]
+    assert sorted(os.listdir(root)) == ["checkpoints", "operative_config.gin", "policy",
+                                         "result.json", "train"]
     assert tf.train.latest_checkpoint(str(root / "checkpoints")).endswith("ckpt-4")
     assert len(os.listdir(root / "train")) == 1  # one event file: the chief's
     assert read_scalars(str(root))["Metrics/EnvironmentSteps"][-1] == (4, 4 * 2 * 2 * 8 * 8)

@@ -48,8 +48,8 @@ class DqnAlgorithm(tf.Module):
                  name: str = "dqn"):
         """
         Args:
-            time_step_spec, action_spec: unbatched tf-agents specs of one
-                sub-env; the action a scalar integer from 0.
+            time_step_spec: unbatched tf-agents time-step spec of one sub-env.
+            action_spec: unbatched action spec: a scalar integer from 0.
             fc_layers: hidden layer sizes of the Q network.
             activation: name of a Keras activation for the hidden layers.
             conv_layers: `(filters, kernel, stride)` per convolution for
@@ -59,9 +59,10 @@ class DqnAlgorithm(tf.Module):
             discount: gamma.
             epsilon_greedy: probability of a uniformly random action, a
                 constant or piecewise-linear `[(env_steps, value), ...]`.
-            target_update_tau, target_update_period: the target network
-                moves `tau` of the way to the Q network every `period`
-                optimizer steps (1.0 and 500: a periodic copy).
+            target_update_tau: the target network moves this fraction of the
+                way to the Q network ...
+            target_update_period: ... every this many optimizer steps (1.0
+                and 500: a periodic copy).
             reward_clip: clip rewards to `[-reward_clip, reward_clip]` for
                 learning (None: as they are).
 

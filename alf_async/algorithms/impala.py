@@ -35,7 +35,8 @@ class ImpalaAlgorithm(ActorCriticAlgorithm):
                  **kwargs):
         """
         Args:
-            time_step_spec, action_spec: unbatched tf-agents specs of one sub-env.
+            time_step_spec: unbatched tf-agents time-step spec of one sub-env.
+            action_spec: unbatched tf-agents action spec of one sub-env.
             clip_rho_threshold: V-trace's rho-bar (None: no clipping).
             clip_pg_rho_threshold: clipping of the policy-gradient weights.
             vtrace_lambda: V-trace's lambda (1: the paper's traces; lower

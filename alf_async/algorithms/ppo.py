@@ -24,7 +24,8 @@ class PPOAlgorithm(ActorCriticAlgorithm):
                  **kwargs):
         """
         Args:
-            time_step_spec, action_spec: unbatched tf-agents specs of one sub-env.
+            time_step_spec: unbatched tf-agents time-step spec of one sub-env.
+            action_spec: unbatched tf-agents action spec of one sub-env.
             gae_lambda: GAE's lambda.
             clip_ratio: epsilon of the clipped surrogate objective.
             **kwargs: `ActorCriticAlgorithm` settings (networks, discount,

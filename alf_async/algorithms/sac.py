@@ -45,13 +45,15 @@ class SacAlgorithm(tf.Module):
                  name: str = "sac"):
         """
         Args:
-            time_step_spec, action_spec: unbatched tf-agents specs of one
-                sub-env; the action a bounded float vector.
-            actor_fc_layers, critic_fc_layers: hidden layer sizes.
+            time_step_spec: unbatched tf-agents time-step spec of one sub-env.
+            action_spec: unbatched action spec: a bounded float vector.
+            actor_fc_layers: the actor's hidden layer sizes.
+            critic_fc_layers: each critic's hidden layer sizes.
             activation: name of a Keras activation for the hidden layers.
             discount: gamma.
-            target_update_tau, target_update_period: the target critics move
-                `tau` of the way to the critics every `period` optimizer steps.
+            target_update_tau: the target critics move this fraction of the
+                way to the critics ...
+            target_update_period: ... every this many optimizer steps.
             initial_alpha: the entropy temperature to start from.
             target_entropy: the policy entropy alpha is tuned toward (None:
                 minus the number of action dimensions).

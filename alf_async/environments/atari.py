@@ -26,6 +26,8 @@ import gin
 import gymnasium as gym
 import numpy as np
 
+from alf_async import extras
+
 
 class _LivesWrapper(gym.Wrapper):
     """Follows the game's `info['lives']` to tell when a life is lost."""
@@ -99,11 +101,7 @@ class ChannelsLast(gym.ObservationWrapper):
 
 
 def _import_ale(env_name: str) -> None:
-    try:
-        import ale_py  # pylint: disable=import-outside-toplevel,unused-import
-    except ImportError:
-        raise ValueError(f"create_environment.env_name={env_name!r} needs the Atari extra: "
-                         f"pip install -e '.[atari]'") from None
+    extras.require("ale_py", "atari", f"create_environment.env_name={env_name!r}")
 
 
 @gin.configurable(module="alf_async")

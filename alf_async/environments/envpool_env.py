@@ -21,6 +21,7 @@ import gin
 import numpy as np
 from tf_agents.trajectories import time_step as ts
 
+from alf_async import extras
 from alf_async.environments import atari
 from alf_async.environments.gymnasium_env import GymnasiumBatchedEnv
 from alf_async.environments.subenvs import Arrays, observation_dtype
@@ -64,11 +65,8 @@ class EnvPoolSubEnvs:
             ValueError: envpool is not installed or has no such task (names
                 the setting).
         """
-        try:
-            import envpool  # pylint: disable=import-outside-toplevel
-        except ImportError:
-            raise ValueError("create_environment.env_load_fn=load_envpool_env needs the "
-                             "envpool extra: pip install -e '.[envpool]'") from None
+        envpool = extras.require("envpool", "envpool",
+                                 "create_environment.env_load_fn=load_envpool_env")
         task = env_name[len("ALE/"):] if env_name.startswith("ALE/") else env_name
         if task not in envpool.list_all_envs():
             raise ValueError(f"create_environment.env_name={env_name!r}: EnvPool has no task "

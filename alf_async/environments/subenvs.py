@@ -30,12 +30,10 @@ from gymnasium.vector import AsyncVectorEnv
 from gymnasium.vector.utils import batch_space
 from tf_agents.trajectories import time_step as ts
 
+from alf_async import extras
 from alf_async.environments import atari
 
 Arrays = Dict[str, np.ndarray]
-
-
-_EXTRAS = {"ALE/": "atari", "MinAtar/": "minatar"}  # id prefix -> the extra that registers it
 
 
 def make_gymnasium_env(env_name: str, **kwargs) -> gym.Env:
@@ -49,9 +47,14 @@ def make_gymnasium_env(env_name: str, **kwargs) -> gym.Env:
         if env_name.startswith("ALE/"):
             return atari.make_atari_env(env_name, **kwargs)
         return gym.make(env_name, **kwargs)
+    except gym.error.DependencyNotInstalled:
+        extra = extras.env_extra(env_name)
+        if extra is None:
+            raise
+        raise extras.missing(f"create_environment.env_name={env_name!r}", extra) from None
     except gym.error.Error as error:
-        hint = "".join(f" (ids {prefix}... come with pip install -e '.[{extra}]')"
-                       for prefix, extra in _EXTRAS.items() if env_name.startswith(prefix))
+        extra = extras.env_extra(env_name)
+        hint = f" (ids like it come with pip install '.[{extra}]')" if extra else ""
         message = str(error).splitlines()[0]  # gin appends the configurable's name below
         raise ValueError(f"create_environment.env_name={env_name!r}: {message}{hint}") from None
 

@@ -16,7 +16,7 @@
    unrolls, in the background, and assigns them to its copy of the algorithm.
 ```
 
-Needs dm-reverb (`pip install -e '.[distributed]'`), imported only when a
+Needs dm-reverb (`pip install '.[distributed]'`), imported only when a
 server or client is built: importing this package registers the gin
 configurables and costs nothing else.
 """

@@ -17,7 +17,7 @@ from alf_async.drivers import AsyncOffPolicyDriver
 from alf_async.environments import create_environment
 from alf_async.experience import Unroll
 from alf_async.remote import weights
-from alf_async.remote.reverb_lib import import_reverb
+from alf_async.extras import import_reverb
 from alf_async.remote.service import UNROLLS, RemoteUnroll
 
 
@@ -126,7 +126,7 @@ class ActorProcess:
         """
         if not isinstance(task, int) or task < 0:
             raise ValueError(f"--task must be an integer >= 0, got {task!r}")
-        self._reverb = import_reverb()
+        self._reverb = import_reverb("python -m alf_async.actor")
         self.server, self.task = server, task
         self._client = self._reverb.Client(server)
         self._server_timeout = server_timeout_secs

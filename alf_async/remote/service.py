@@ -12,7 +12,7 @@ from absl import logging
 from alf_async.experience import LogRecord, Unroll
 from alf_async.queues import TFQueues
 from alf_async.remote import weights
-from alf_async.remote.reverb_lib import import_reverb
+from alf_async.extras import import_reverb
 from alf_async.threads import DriverThread
 
 UNROLLS = "unrolls"
@@ -84,7 +84,7 @@ class UnrollReaderThread(DriverThread):
         super().__init__(name, coord, queues.close_all)
         self._queues = queues
         self._registry = registry
-        self._dataset = import_reverb().TrajectoryDataset.from_table_signature(
+        self._dataset = import_reverb("train --serve_port (remote actors)").TrajectoryDataset.from_table_signature(
             address, UNROLLS, max_in_flight_samples_per_worker=1,
             rate_limiter_timeout_ms=self._POLL_MS)
         self._samples = None
@@ -168,7 +168,7 @@ class ReverbService:
                             ("publish_interval", publish_interval)]:
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"ReverbService.{name} must be an integer >= 1, got {value!r}")
-        reverb = import_reverb()
+        reverb = import_reverb("train --serve_port (remote actors)")
         self._server = reverb.Server(
             [reverb.Table.queue(UNROLLS, queue_capacity, signature=remote_unroll_spec(
                 unroll_spec)), weights.weights_table()], port=port or None)

@@ -11,14 +11,14 @@ from typing import NamedTuple, Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
-from alf_async.remote.reverb_lib import import_reverb
+from alf_async.extras import import_reverb
 
 TABLE = "weights"
 
 
 def weights_table():
     """A table holding the newest weights; sampling waits until there are some."""
-    reverb = import_reverb()
+    reverb = import_reverb("remote actors")
     return reverb.Table(TABLE, sampler=reverb.selectors.Fifo(),
                         remover=reverb.selectors.Fifo(), max_size=1,
                         rate_limiter=reverb.rate_limiters.MinSize(1))

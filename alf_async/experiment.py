@@ -1,0 +1,140 @@
+"""Experiments from one command: seeds in parallel, grids, and reports.
+
+    python -m alf_async.experiment run --gin_file=gin_configs/ppo_async.gin \\
+        --seeds=1-5 --parallel=2 --target=475 --out=runs/exp/ppo
+    python -m alf_async.experiment run ... --grid='alf_async.Learner.num_epochs=[2, 4]'
+    python -m alf_async.experiment report runs/exp/ppo [runs/exp/other ...] --out=DIR
+    python -m alf_async.experiment report runs/exp/ppo --publish=docs/results/ppo_async.json
+    python -m alf_async.experiment docs
+
+`run` trains every (cell, seed) as an ordinary run in `OUT/<cell>/seed_<S>`;
+running it again skips finished seeds and resumes interrupted ones. `report`
+writes `summary.json`, `results.md` and `curves.png`; `--publish` also writes
+the summary to the docs' results. `docs` regenerates the README's configs table
+and docs/results.md from docs/results/*.json. See docs/experiments.md.
+"""
+
+import json
+import os
+import shlex
+import sys
+
+# TensorBoard's event reader imports TensorFlow: no CPU-feature banner from it.
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+from absl import app, flags, logging  # pylint: disable=wrong-import-position
+
+flags.DEFINE_multi_string("gin_file", [], "run: gin config file(s) every seed trains with.")
+flags.DEFINE_multi_string("gin_param", [], "run: gin bindings every seed shares.")
+flags.DEFINE_multi_string("grid", [], "run: 'BINDING=[V1, V2, ...]': one cell per value; "
+                          "several grids make their cartesian product.")
+flags.DEFINE_string("seeds", "1-3", "run: seeds, a range or a list ('1-5', '1,3,7').")
+flags.DEFINE_integer("parallel", 1, "run: training processes at once.")
+flags.DEFINE_integer("tf_threads", 0, "run: each process's --tf_threads (0: its share of the "
+                     "cores, cores // parallel).")
+flags.DEFINE_float("target", None, "The average return a seed must reach (run: stored "
+                   "with the cells; report: overrides it).")
+flags.DEFINE_string("publish", None, "report: also write the summary, with the command that "
+                    "made it, here (docs/results/<config>.json), then run `docs`.")
+flags.DEFINE_string("out", None, "run: the experiment directory. report: where the report "
+                    "goes (default: the first directory given).")
+FLAGS = flags.FLAGS
+
+USAGE = "usage: python -m alf_async.experiment run|report|docs ... (see --help)"
+COMMAND_FILE = "command.txt"  # in an experiment directory: the `run` command that made it
+
+
+def _fail(message: str, code: int = 2) -> None:
+    logging.error("%s", message)
+    sys.exit(code)
+
+
+def run_command() -> int:
+    """`run`: trains the cells' seeds; the exit status of the whole experiment."""
+    from alf_async.experiments import cells, launcher  # pylint: disable=import-outside-toplevel
+    if not FLAGS.out:
+        _fail("Bad setting: run needs --out=DIR (the experiment directory)")
+    if not FLAGS.gin_file:
+        _fail("Bad setting: run needs --gin_file")
+    for path in FLAGS.gin_file:
+        if not os.path.exists(path):
+            _fail(f"Bad setting: --gin_file={path} does not exist")
+    try:
+        seeds = cells.parse_seeds(FLAGS.seeds)
+        experiment = cells.make_cells([os.path.abspath(f) for f in FLAGS.gin_file],
+                                      FLAGS.gin_param, FLAGS.grid, FLAGS.target)
+        runs = launcher.seed_runs(experiment, seeds, os.path.abspath(FLAGS.out))
+        with open(os.path.join(FLAGS.out, COMMAND_FILE), "w") as f:
+            f.write(shlex.join(["python", "-m", "alf_async.experiment", *sys.argv[1:]]) + "\n")
+        seed_launcher = launcher.Launcher(runs, FLAGS.parallel, FLAGS.tf_threads or None)
+    except ValueError as error:
+        _fail(f"Bad setting: {error}")
+    stopped = seed_launcher.run()
+    if stopped is not None:
+        return 128 + stopped
+    for name, line in seed_launcher.failed.items():
+        logging.error("%s failed: %s", name, line)
+    return 1 if seed_launcher.failed else 0
+
+
+def report_command(dirs) -> int:
+    """`report`: writes summary.json, results.md and curves.png."""
+    try:
+        from alf_async.experiments import report  # pylint: disable=import-outside-toplevel
+    except ImportError as error:
+        _fail(f"report needs {error.name}: pip install '.[experiment]'")
+    if not dirs:
+        _fail("Bad setting: report needs one or more experiment directories")
+    out = FLAGS.out or dirs[0]
+    try:
+        summary = report.write_report(dirs, out, FLAGS.target)
+    except ValueError as error:
+        _fail(f"Bad setting: {error}")
+    cells = sum(len(e["cells"]) for e in summary["experiments"])
+    print(f"{cells} cells: wrote {os.path.join(out, 'summary.json')}, results.md and "
+          f"curves.png")
+    if FLAGS.publish:
+        _publish(summary, dirs[0], FLAGS.publish)
+        return docs_command()
+    return 0
+
+
+def _publish(summary: dict, experiment_dir: str, path: str) -> None:
+    """Writes `summary` with its config and command to `path` (the docs' results)."""
+    command_file = os.path.join(experiment_dir, COMMAND_FILE)
+    command = open(command_file).read().strip() if os.path.exists(command_file) else None
+    cells = [c for e in summary["experiments"] for c in e["cells"]]
+    for cell in cells:
+        cell["gin_files"] = [os.path.relpath(f) for f in cell["gin_files"]]
+    config = os.path.basename(cells[0]["gin_files"][-1]) if cells[0]["gin_files"] else None
+    with open(path, "w") as f:
+        json.dump(dict(config=config, source="alf_async.experiment", command=command,
+                       **summary), f, indent=1)
+    print(f"published {path}")
+
+
+def docs_command() -> int:
+    """`docs`: rewrites the README's configs table and docs/results.md (run it in a checkout)."""
+    from alf_async.experiments import docs_tables  # pylint: disable=import-outside-toplevel
+    try:
+        changed = docs_tables.write(os.getcwd())
+    except (OSError, ValueError) as error:
+        _fail(f"docs must run in a checkout of alf_async (README.md, docs/results/): {error}")
+    print("rewrote " + ", ".join(changed) if changed else "the result tables are up to date")
+    return 0
+
+
+def main(argv) -> None:
+    if len(argv) < 2 or argv[1] not in ("run", "report", "docs"):
+        raise app.UsageError(USAGE)
+    if argv[1] == "docs":
+        sys.exit(docs_command())
+    if argv[1] == "run":
+        if len(argv) > 2:
+            raise app.UsageError(f"run takes no positional arguments, got {argv[2:]}")
+        sys.exit(run_command())
+    sys.exit(report_command(argv[2:]))
+
+
+if __name__ == "__main__":
+    app.run(main)

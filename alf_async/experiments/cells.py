@@ -1,0 +1,132 @@
+"""What an experiment runs: seeds, grids of gin bindings, and the cells they make.
+
+A *cell* is one setting: the gin files and bindings every seed of it shares.
+A grid `'alf_async.Learner.learning_rate=[1e-3, 3e-4]'` makes one cell per
+value; several grids make their cartesian product.
+"""
+
+import dataclasses
+import itertools
+import json
+import os
+import re
+from typing import List, Sequence, Tuple
+
+CELL_FILE = "cell.json"  # in every cell directory: its gin files, bindings and target
+
+
+def parse_seeds(text: str) -> List[int]:
+    """`'1-5'` -> [1, 2, 3, 4, 5]; `'1,3,7'` -> [1, 3, 7]; both may mix (`'1-3,9'`).
+
+    Raises:
+        ValueError: not a range or list of integers >= 0, or a seed twice.
+    """
+    seeds = []
+    for part in text.replace(" ", "").split(","):
+        match = re.fullmatch(r"(\d+)(?:-(\d+))?", part)
+        if not match or (match.group(2) and int(match.group(2)) < int(match.group(1))):
+            raise ValueError(f"--seeds must be a range or a list of integers >= 0 "
+                             f"('1-5' or '1,3,7'), got {text!r}")
+        first, last = int(match.group(1)), int(match.group(2) or match.group(1))
+        seeds.extend(range(first, last + 1))
+    if len(set(seeds)) != len(seeds):
+        raise ValueError(f"--seeds names a seed twice: {text!r}")
+    return seeds
+
+
+def _split_top_level(text: str) -> List[str]:
+    """Splits at the commas outside brackets, parentheses and quotes."""
+    parts, depth, quote, start = [], 0, None, 0
+    for i, char in enumerate(text):
+        if quote:
+            quote = None if char == quote else quote
+        elif char in "'\"":
+            quote = char
+        elif char in "([{":
+            depth += 1
+        elif char in ")]}":
+            depth -= 1
+        elif char == "," and depth == 0:
+            parts.append(text[start:i].strip())
+            start = i + 1
+    parts.append(text[start:].strip())
+    return [p for p in parts if p]
+
+
+def parse_grid(text: str) -> Tuple[str, List[str]]:
+    """`'Learner.learning_rate=[1e-3, 3e-4]'` -> ('Learner.learning_rate', ['1e-3', '3e-4']).
+
+    Values stay gin text, so tuples and references work: `[(64, 64), (256, 256)]`.
+
+    Raises:
+        ValueError: not `NAME=[V1, V2, ...]` with at least one value.
+    """
+    name, _, values = text.partition("=")
+    name, values = name.strip(), values.strip()
+    if not name or not values.startswith("[") or not values.endswith("]"):
+        raise ValueError(f"--grid must be 'BINDING=[V1, V2, ...]', got {text!r}")
+    parsed = _split_top_level(values[1:-1])
+    if not parsed:
+        raise ValueError(f"--grid {name} has no values")
+    return name, parsed
+
+
+@dataclasses.dataclass(frozen=True)
+class Cell:
+    """One setting of an experiment: its name (a directory) and its gin."""
+
+    name: str
+    gin_files: Tuple[str, ...]
+    bindings: Tuple[str, ...]  # the experiment's --gin_param, then this cell's grid values
+    grid: Tuple[Tuple[str, str], ...]  # (binding, value) of this cell's grid point
+    target: object = None  # float or None: the return a seed must reach
+
+    def save(self, cell_dir: str) -> None:
+        os.makedirs(cell_dir, exist_ok=True)
+        with open(os.path.join(cell_dir, CELL_FILE), "w") as f:
+            json.dump(dataclasses.asdict(self), f, indent=1)
+
+
+def load_cell(cell_dir: str):
+    """The `Cell` saved in `cell_dir`, or None if there is none."""
+    path = os.path.join(cell_dir, CELL_FILE)
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        data = json.load(f)
+    return Cell(data["name"], tuple(data["gin_files"]), tuple(data["bindings"]),
+                tuple(tuple(g) for g in data["grid"]), data.get("target"))
+
+
+def _short(binding: str, value: str) -> str:
+    """A directory-safe `name=value` from the binding's last part."""
+    name = binding.rsplit(".", 1)[-1]
+    value = re.sub(r"[^A-Za-z0-9.+\-_,=]", "", value.replace(" ", "").replace(",", "_"))
+    return f"{name}={value}"
+
+
+def make_cells(gin_files: Sequence[str], bindings: Sequence[str], grids: Sequence[str],
+               target=None) -> List[Cell]:
+    """The cells of an experiment: one per point of the grids' product.
+
+    With no grid there is one cell, named after the (last) gin file.
+
+    Raises:
+        ValueError: a malformed grid, a binding gridded twice, or two cells
+            whose names collide.
+    """
+    parsed = [parse_grid(g) for g in grids]
+    names = [name for name, _ in parsed]
+    if len(set(names)) != len(names):
+        raise ValueError(f"--grid names a binding twice: {names}")
+    base = os.path.splitext(os.path.basename(gin_files[-1]))[0] if gin_files else "run"
+    cells = []
+    for point in itertools.product(*[[(name, v) for v in values] for name, values in parsed]):
+        name = ",".join(_short(b, v) for b, v in point) or base
+        cells.append(Cell(name, tuple(gin_files),
+                          tuple(bindings) + tuple(f"{b}={v}" for b, v in point),
+                          tuple(point), target))
+    if len({c.name for c in cells}) != len(cells):
+        raise ValueError(f"--grid values make cells with the same name: "
+                         f"{[c.name for c in cells]}")
+    return cells

@@ -1,0 +1,49 @@
+"""Learning curves read back from a training run's TensorBoard event files."""
+
+import logging
+import os
+from typing import Dict
+
+import numpy as np
+from tensorboard.backend.event_processing import event_accumulator
+from tensorboard.util import tensor_util
+
+RETURN_TAG = "Metrics_vs_EnvironmentSteps/AverageReturn"
+
+# TensorBoard's reader logs every event file it moves past at INFO.
+logging.getLogger("tensorboard").setLevel(logging.WARNING)
+
+Curve = Dict[str, np.ndarray]  # 'env_steps', 'seconds', 'value': 1-D arrays of one length
+
+
+def load_curve(run_dir: str, tag: str = RETURN_TAG) -> Curve:
+    """`tag` of `run_dir/train`, its NaN points (no episode finished yet) left out.
+
+    `seconds` counts from the run's first event: the summary writer's creation,
+    after imports and building, before compiling. A resumed run's pause counts.
+
+    Raises:
+        ValueError: the run has no such scalar.
+    """
+    train_dir = os.path.join(run_dir, "train")
+    if not os.path.isdir(train_dir):
+        raise ValueError(f"{run_dir} has no train/ directory (is it a training root_dir?)")
+    acc = event_accumulator.EventAccumulator(train_dir,
+                                             size_guidance={event_accumulator.TENSORS: 0})
+    acc.Reload()
+    if tag not in acc.Tags()["tensors"]:
+        raise ValueError(f"{run_dir} has no '{tag}' summaries (is it a training root_dir?)")
+    events = sorted(acc.Tensors(tag), key=lambda e: (e.step, e.wall_time))
+    value = np.array([float(tensor_util.make_ndarray(e.tensor_proto)) for e in events])
+    keep = np.isfinite(value)
+    return dict(env_steps=np.array([e.step for e in events], dtype=np.int64)[keep],
+                seconds=np.array([e.wall_time - acc.FirstEventTimestamp() for e in events])[keep],
+                value=value[keep])
+
+
+def downsample(curve: Curve, points: int = 100) -> Dict[str, list]:
+    """At most `points` evenly spaced points of `curve` (first and last kept), as lists."""
+    n = len(curve["value"])
+    index = np.unique(np.linspace(0, n - 1, min(points, n)).round().astype(int)) if n else []
+    return {key: [round(float(v), 3) for v in np.asarray(values)[index]]
+            for key, values in curve.items()}

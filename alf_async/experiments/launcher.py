@@ -1,0 +1,218 @@
+"""Runs the seeds of an experiment as ordinary training processes, P at a time.
+
+Each seed is `python -m alf_async.train --root_dir=<cell>/seed_<S> ...`: its
+own checkpoints, TensorBoard events and `train.log`. A seed whose root_dir
+holds the trainer's `result.json` is done and skipped; any other resumes from
+its checkpoint. SIGINT or SIGTERM to the launcher sends SIGTERM to every
+child (each stops after its iteration and saves a checkpoint), waits for them
+and kills what is left by PID; children also get SIGTERM if the launcher dies
+(Linux parent-death signal).
+"""
+
+import ctypes
+import dataclasses
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from typing import Callable, Dict, List, Optional
+
+from alf_async.experiments.cells import Cell
+from alf_async.signals import SignalStop
+
+RESULT_FILE = "result.json"  # written by the trainer when a run completes
+LOG_FILE = "train.log"
+
+
+@dataclasses.dataclass(frozen=True)
+class SeedRun:
+    """One training run: a cell's setting with one seed, in its own root_dir."""
+
+    cell: Cell
+    seed: int
+    root_dir: str
+
+    @property
+    def name(self) -> str:
+        return f"{self.cell.name}/seed_{self.seed}"
+
+    def finished(self) -> bool:
+        return os.path.exists(os.path.join(self.root_dir, RESULT_FILE))
+
+    def command(self, tf_threads: int) -> List[str]:
+        return train_command(self.root_dir, self.cell.gin_files,
+                             [*self.cell.bindings, f"train.seed={self.seed}"], tf_threads)
+
+
+def train_command(root_dir: str, gin_files, bindings, tf_threads: int) -> List[str]:
+    """The `python -m alf_async.train` command line of one run."""
+    return [sys.executable, "-m", "alf_async.train", f"--root_dir={root_dir}",
+            *[f"--gin_file={f}" for f in gin_files], *[f"--gin_param={b}" for b in bindings],
+            f"--tf_threads={tf_threads}"]
+
+
+def start_training(command: List[str], root_dir: str) -> subprocess.Popen:
+    """Starts `command` in its own session, output appended to `root_dir/train.log`.
+
+    Its own session: a Ctrl-C at the terminal reaches the caller only, which
+    stops the run with one SIGTERM (a second SIGINT would end it unsaved).
+    """
+    os.makedirs(root_dir, exist_ok=True)
+    with open(os.path.join(root_dir, LOG_FILE), "ab") as log:
+        return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True,
+                                preexec_fn=_die_with_parent)
+
+
+def stop_processes(procs: List[subprocess.Popen], grace_secs: float) -> None:
+    """SIGTERM to every run (each saves a checkpoint), then SIGKILL to the session of
+    any still alive after `grace_secs` (its env worker processes too)."""
+    for proc in procs:
+        _signal(proc.pid, signal.SIGTERM)
+    deadline = time.time() + grace_secs
+    for proc in procs:
+        try:
+            proc.wait(timeout=max(deadline - time.time(), 0.1))
+        except subprocess.TimeoutExpired:
+            _signal(-proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
+
+
+def seed_runs(cells: List[Cell], seeds: List[int], out_dir: str) -> List[SeedRun]:
+    """Every (cell, seed) run, its root_dir `out_dir/<cell>/seed_<S>`; saves the cells."""
+    runs = []
+    for cell in cells:
+        cell.save(os.path.join(out_dir, cell.name))
+        runs += [SeedRun(cell, s, os.path.join(out_dir, cell.name, f"seed_{s}")) for s in seeds]
+    return runs
+
+
+def error_line(log_path: str) -> str:
+    """The last error a run logged: its last absl `E` line, else its last line."""
+    try:
+        with open(log_path, errors="replace") as f:
+            lines = [line.rstrip() for line in f if line.strip()]
+    except OSError:
+        return "no log"
+    errors = [line for line in lines if re.match(r"E\d{4} ", line)]
+    line = (errors or lines or ["no output"])[-1]
+    return line.split("] ", 1)[-1] if line.startswith("E") and "] " in line else line
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: SIGTERM when the launcher dies (Linux only)."""
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+@dataclasses.dataclass
+class _Running:
+    run: SeedRun
+    proc: subprocess.Popen
+    started: float
+
+
+class Launcher:
+    """Runs `SeedRun`s, at most `parallel` at a time, and reports progress.
+
+    Thread-safety: `run()` is called once, from the main thread (which
+    receives the signals).
+    """
+
+    def __init__(self, runs: List[SeedRun], parallel: int, tf_threads: Optional[int] = None,
+                 grace_secs: float = 120.0, poll_secs: float = 0.5,
+                 progress_secs: float = 30.0, echo: Callable[[str], None] = None):
+        """
+        Args:
+            runs: the seeds to run (finished ones are skipped).
+            parallel: P, most training processes at once.
+            tf_threads: each child's `--tf_threads`; None: its share of the
+                cores, `max(1, cores // P)`.
+            grace_secs: how long stopped children may take to save their
+                checkpoint before they are killed.
+            poll_secs: how often children are checked.
+            progress_secs: longest time between two progress lines.
+            echo: where progress lines go.
+        """
+        if parallel < 1:
+            raise ValueError(f"--parallel must be >= 1, got {parallel}")
+        self._pending = [r for r in runs if not r.finished()]
+        self._skipped = len(runs) - len(self._pending)
+        self._total = len(runs)
+        self._parallel = parallel
+        self._tf_threads = tf_threads or max(1, (os.cpu_count() or 1) // parallel)
+        self._grace, self._poll, self._progress_secs = grace_secs, poll_secs, progress_secs
+        self._echo = echo or (lambda line: print(line, flush=True))
+        self._running: List[_Running] = []
+        self.failed: Dict[str, str] = {}  # run name -> its error line
+        self._durations: List[float] = []
+        self._last_line, self._last_time = "", 0.0
+
+    def run(self) -> Optional[int]:
+        """Runs every pending seed; returns None, or the signal that stopped it."""
+        if self._skipped:
+            self._echo(f"{self._skipped} of {self._total} seeds already done: skipped")
+        with SignalStop() as interrupt:
+            while (self._pending or self._running) and interrupt.signum is None:
+                self._reap()
+                while self._pending and len(self._running) < self._parallel:
+                    self._launch(self._pending.pop(0))
+                self._report()
+                time.sleep(self._poll)
+            if interrupt.signum is not None:
+                self._stop_all()
+            self._report(force=True)
+            return interrupt.signum
+
+    def _launch(self, run: SeedRun) -> None:
+        proc = start_training(run.command(self._tf_threads), run.root_dir)
+        self._running.append(_Running(run, proc, time.time()))
+
+    def _reap(self) -> None:
+        for entry in list(self._running):
+            code = entry.proc.poll()
+            if code is None:
+                continue
+            self._running.remove(entry)
+            if code == 0 and entry.run.finished():
+                self._durations.append(time.time() - entry.started)
+            else:
+                line = error_line(os.path.join(entry.run.root_dir, LOG_FILE))
+                self.failed[entry.run.name] = f"exit {code}: {line}"
+                self._echo(f"{entry.run.name} failed (exit {code}): {line}")
+
+    def _stop_all(self) -> None:
+        stop_processes([entry.proc for entry in self._running], self._grace)
+        self._echo(f"stopped {len(self._running)} running seeds (checkpoints saved); "
+                   f"run the same command again to resume")
+        self._running.clear()
+
+    def progress_line(self) -> str:
+        done = self._skipped + len(self._durations)
+        line = (f"seeds done {done}/{self._total}, running {len(self._running)}, "
+                f"failed {len(self.failed)}")
+        if self._durations and (self._pending or self._running):
+            mean, now = sum(self._durations) / len(self._durations), time.time()
+            work = len(self._pending) * mean + sum(max(mean - (now - r.started), 0.0)
+                                                   for r in self._running)
+            line += f", ETA {work / self._parallel:.0f} s"
+        return line
+
+    def _report(self, force: bool = False) -> None:
+        line, now = self.progress_line(), time.time()
+        changed = line.split(", ETA")[0] != self._last_line.split(", ETA")[0]
+        if changed or (not force and now - self._last_time >= self._progress_secs):
+            self._echo(f"[{time.strftime('%H:%M:%S')}] {line}")
+            self._last_line, self._last_time = line, now
+
+
+def _signal(pid: int, signum: int) -> None:
+    """`os.kill`, ignoring a process that is already gone."""
+    try:
+        os.kill(pid, signum)
+    except ProcessLookupError:
+        pass

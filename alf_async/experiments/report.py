@@ -1,0 +1,196 @@
+"""Reports of experiments: `summary.json` (the data), `results.md` and `curves.png`.
+
+An experiment directory holds cells (`<cell>/cell.json`), each with seed runs
+(`<cell>/seed_<S>/`). A directory of seed runs with no `cell.json`, or one
+training root_dir, is read as a single cell too, so hand-made runs report the
+same way. The Markdown tables are a pure function of the summary, so the
+docs' result tables are regenerated from committed summaries
+(`docs/results/*.json`) and checked by a test.
+"""
+
+import json
+import os
+import re
+from typing import Dict, List, Optional
+
+from alf_async.experiments import stats
+from alf_async.experiments.cells import Cell, load_cell
+from alf_async.experiments.curves import downsample, load_curve
+
+METRICS = ("env_steps_to_target", "seconds_to_target", "best", "final", "last25_min")
+
+
+def _seed_dirs(cell_dir: str) -> List[str]:
+    names = [n for n in os.listdir(cell_dir) if re.fullmatch(r"seed_\d+", n)]
+    return [os.path.join(cell_dir, n) for n in sorted(names, key=lambda n: int(n[5:]))]
+
+
+def find_cells(experiment_dir: str) -> List[tuple]:
+    """`(cell_dir, Cell)` pairs of an experiment directory (see the module doc)."""
+    experiment_dir = os.path.normpath(experiment_dir)
+    if not os.path.isdir(experiment_dir):
+        raise ValueError(f"{experiment_dir} is not a directory")
+    name = os.path.basename(experiment_dir)
+    bare = lambda d: Cell(os.path.basename(d), (), (), ())
+    if load_cell(experiment_dir) or _seed_dirs(experiment_dir):
+        return [(experiment_dir, load_cell(experiment_dir) or bare(experiment_dir))]
+    subdirs = sorted(os.path.join(experiment_dir, n) for n in os.listdir(experiment_dir))
+    cells = [(d, load_cell(d)) for d in subdirs if load_cell(d)]
+    if cells:
+        return cells
+    if os.path.isdir(os.path.join(experiment_dir, "train")):
+        return [(experiment_dir, Cell(name, (), (), ()))]
+    raise ValueError(f"{experiment_dir} holds no experiment cells, seed runs or training run")
+
+
+def summarize_cell(cell_dir: str, cell: Cell, target: Optional[float]) -> Dict:
+    """A cell's per-seed figures and curves, aggregates and mean curves."""
+    target = cell.target if target is None else target
+    runs = _seed_dirs(cell_dir) or [cell_dir]
+    seeds, curves = [], []
+    for run_dir in runs:
+        if not os.path.isdir(os.path.join(run_dir, "train")):
+            continue  # a seed that has not started yet
+        curve = load_curve(run_dir)
+        if not len(curve["value"]):
+            continue  # no episode finished yet
+        match = re.fullmatch(r"seed_(\d+)", os.path.basename(run_dir))
+        seeds.append(dict(seed=int(match.group(1)) if match else None,
+                          run_dir=os.path.relpath(run_dir, os.path.dirname(cell_dir)),
+                          finished=os.path.exists(os.path.join(run_dir, "result.json")),
+                          **stats.seed_figures(curve, target), curve=downsample(curve)))
+        curves.append(curve)
+    if not seeds:
+        raise ValueError(f"{cell_dir} has no run with a finished episode")
+    return dict(name=cell.name, gin_files=list(cell.gin_files), bindings=list(cell.bindings),
+                target=target, **_operative(os.path.join(runs[0], "operative_config.gin")),
+                seeds=seeds,
+                reached=sum(s["env_steps_to_target"] is not None for s in seeds),
+                aggregate={m: stats.aggregate([s[m] for s in seeds]) for m in METRICS},
+                curve_vs_env_steps=stats.mean_curve(curves, "env_steps"),
+                curve_vs_seconds=stats.mean_curve(curves, "seconds"))
+
+
+def _operative(path: str) -> Dict:
+    """`env` and `budget` (env steps) as the run's operative gin config sets them."""
+    found = dict(env=None, budget=None)
+    if os.path.exists(path):
+        with open(path) as f:
+            text = f.read()
+        env = re.search(r"^create_environment.env_name = '([^']*)'", text, re.M)
+        budget = re.search(r"^train.num_env_steps = (\d+)", text, re.M)
+        found.update(env=env and env.group(1), budget=budget and int(budget.group(1)))
+    return found
+
+
+def summarize(experiment_dirs: List[str], target: Optional[float] = None) -> Dict:
+    """The summary of several experiment directories, side by side."""
+    return dict(experiments=[
+        dict(name=os.path.basename(os.path.normpath(d)),
+             cells=[summarize_cell(cell_dir, cell, target) for cell_dir, cell in find_cells(d)])
+        for d in experiment_dirs])
+
+
+def number(value, digits: int = 1) -> str:
+    if value is None:
+        return "—"
+    if digits == 0:
+        return f"{value:,.0f}"
+    return f"{value:,.{digits}f}"
+
+
+def _with_ci(aggregate: Dict, digits: int) -> str:
+    low, high = aggregate["ci95"]
+    if aggregate["iqm"] is None:
+        return "—"
+    interval = "" if low is None else f" [{number(low, digits)}, {number(high, digits)}]"
+    return f"{number(aggregate['iqm'], digits)}{interval}"
+
+
+def cells_table(experiment: Dict) -> str:
+    """Markdown: one row per cell, medians and IQMs [95 % CI] over its seeds."""
+    rows = ["| cell | reached target | env steps to target: median, IQM [95 % CI] | "
+            "seconds to target: median | final: IQM [95 % CI] | "
+            "last-25 % min: IQM [95 % CI] |",
+            "|---|---|---|---:|---|---|"]
+    for cell in experiment["cells"]:
+        agg = cell["aggregate"]
+        target = "—" if cell["target"] is None else f"{cell['target']:g}"
+        steps = agg["env_steps_to_target"]
+        rows.append(
+            f"| {cell['name']} | {cell['reached']}/{len(cell['seeds'])} (target {target}) | "
+            f"{number(steps['median'], 0)}; {_with_ci(steps, 0)} | "
+            f"{number(agg['seconds_to_target']['median'])} | {_with_ci(agg['final'], 1)} | "
+            f"{_with_ci(agg['last25_min'], 1)} |")
+    return "\n".join(rows)
+
+
+def seeds_table(experiment: Dict) -> str:
+    """Markdown: one row per seed of every cell."""
+    rows = ["| cell | seed | env steps to target | seconds to target | best | final | "
+            "last-25 % min | env steps | seconds |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for cell in experiment["cells"]:
+        for s in cell["seeds"]:
+            rows.append(
+                f"| {cell['name']} | {s['seed'] if s['seed'] is not None else '—'} | "
+                f"{number(s['env_steps_to_target'], 0)} | {number(s['seconds_to_target'])} | "
+                f"{number(s.get('best'))} | {number(s.get('final'))} | "
+                f"{number(s.get('last25_min'))} | {number(s.get('env_steps'), 0)} | "
+                f"{number(s.get('seconds'))} |")
+    return "\n".join(rows)
+
+
+def markdown(summary: Dict) -> str:
+    """`results.md`: per experiment, the cells' aggregates and every seed's figures."""
+    parts = ["# Results", "",
+             "Figures are read at the runs' summaries (every `train.summary_interval` "
+             "iterations). Seconds count from the run's first summary event (after imports "
+             "and building, before compiling). IQM: interquartile mean over seeds; CI: 95 % "
+             "percentile bootstrap. Last-25 % min: the lowest average return over the last "
+             "quarter of the run's env steps.", ""]
+    for experiment in summary["experiments"]:
+        parts += [f"## {experiment['name']}", "", cells_table(experiment), "",
+                  seeds_table(experiment), ""]
+    return "\n".join(parts)
+
+
+def plot(summary: Dict, path: str) -> None:
+    """`curves.png`: every cell's mean return with its 95 % CI, against env steps and time."""
+    import matplotlib  # pylint: disable=import-outside-toplevel
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt  # pylint: disable=import-outside-toplevel
+
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+    several = len(summary["experiments"]) > 1
+    for experiment in summary["experiments"]:
+        for cell in experiment["cells"]:
+            label = f"{experiment['name']}/{cell['name']}" if several else cell["name"]
+            label += f" ({len(cell['seeds'])} seeds)"
+            for ax, key in zip(axes, ("curve_vs_env_steps", "curve_vs_seconds")):
+                curve = cell[key]
+                line, = ax.plot(curve["x"], curve["mean"], label=label)
+                if curve["low"][0] is not None:
+                    ax.fill_between(curve["x"], curve["low"], curve["high"], alpha=0.2,
+                                    color=line.get_color())
+    for ax, xlabel in zip(axes, ("env steps", "seconds since the run's first event")):
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel("average return (mean, 95 % CI)")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def write_report(experiment_dirs: List[str], out_dir: str,
+                 target: Optional[float] = None) -> Dict:
+    """Writes `summary.json`, `results.md` and `curves.png` to `out_dir`; returns the summary."""
+    summary = summarize(experiment_dirs, target)
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, "summary.json"), "w") as f:
+        json.dump(summary, f, indent=1)
+    with open(os.path.join(out_dir, "results.md"), "w") as f:
+        f.write(markdown(summary))
+    plot(summary, os.path.join(out_dir, "curves.png"))
+    return summary

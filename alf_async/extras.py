@@ -1,0 +1,50 @@
+"""Optional packages and the pip extras that bring them.
+
+A config that needs a package its install lacks ends with one line naming
+our extra (`pip install '.[mujoco]'`), never with another package's hint: for
+MuJoCo, gymnasium's own hint (`gymnasium[mujoco]`) would replace the pinned
+MuJoCo with one that breaks it.
+"""
+
+import importlib
+from typing import Optional
+
+import gymnasium as gym
+
+from alf_async.errors import MissingExtraError
+
+# gymnasium entry-point package -> our extra that installs what it needs
+_ENV_EXTRAS = {"gymnasium.envs.mujoco": "mujoco", "gymnasium.envs.box2d": "box2d"}
+# id prefix -> the extra that registers those ids
+_ID_EXTRAS = {"ALE/": "atari", "MinAtar/": "minatar"}
+
+
+def missing(setting: str, extra: str) -> MissingExtraError:
+    """The error for `setting` (e.g. "create_environment.env_name='Hopper-v4'")."""
+    return MissingExtraError(f"{setting} needs the [{extra}] extra: pip install '.[{extra}]'")
+
+
+def require(module: str, extra: str, setting: str):
+    """Imports `module`, or raises `MissingExtraError` naming `setting` and `extra`."""
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise missing(setting, extra) from None
+
+
+def import_reverb(setting: str):
+    """The `reverb` module (the [replay] extra; [distributed] installs the same)."""
+    return require("reverb", "replay", setting)
+
+
+def env_extra(env_name: str) -> Optional[str]:
+    """The extra a gymnasium id needs, if it is one of ours (None: none or unknown)."""
+    for prefix, extra in _ID_EXTRAS.items():
+        if env_name.startswith(prefix):
+            return extra
+    try:
+        entry_point = str(gym.spec(env_name).entry_point)
+    except gym.error.Error:
+        return None
+    return next((extra for package, extra in _ENV_EXTRAS.items()
+                 if entry_point.startswith(package)), None)
