@@ -139,8 +139,11 @@ class AsyncOffPolicyDriver:
         Args:
             env_factory: `env_id -> batched PyEnvironment` of B sub-envs; all
                 envs must share B and the algorithm's specs.
-            algorithm: provides `act(time_step, policy_state)`,
-                `time_step_spec`, `action_spec`, `policy_state_spec`.
+            algorithm: an `alf_async.algorithms.contract.Algorithm`; the
+                driver calls its `act(observation, step_type, policy_state,
+                seed=...) -> (action, new_policy_state, log_prob)` on `[n * B,
+                ...]` rows and reads its `time_step_spec`, `action_spec` and
+                `policy_state_spec`.
             policy_version: int64 scalar variable, the learner's update count
                 (`Learner.train_step`), stamped on every step. None: always 0.
             num_envs: E, number of env threads.

@@ -10,6 +10,7 @@ from absl import logging
 
 from alf_async import devices as devices_lib
 from alf_async import layout
+from alf_async.algorithms.contract import check_algorithm
 from alf_async.experience import LearnBatch
 from alf_async.metrics import StageClock
 from alf_async.schedules import Schedule, schedule_value
@@ -81,16 +82,14 @@ class Learner(tf.Module):
     both; `LearnerLoop` calls them apart, to place the next batch while this
     one trains. `train_step` counts updates: it is the policy version.
 
-    The algorithm provides `preprocess(experience, bootstrap) -> samples`
-    (a dict of `[N, ...]` tensors with a `mask`), `loss(samples) -> terms`
-    (per-sample tensors with a `loss` to minimise), `variables_to_train`,
-    `observe(batch)` and `set_env_steps(n)`. Optional: `loss_groups`, a list
-    of `(term, variables)` pairs when different variables minimise different
-    terms, or are clipped apart (SAC's actor, critics and temperature;
-    actor-critic's policy and value networks; default
-    `[("loss", variables_to_train)]`), `after_sgd_step()`, called after each
-    optimizer step (target-network updates), and `entropy_coeff`, written as
-    a summary.
+    The algorithm follows `alf_async.algorithms.contract.Algorithm`
+    (checked here, with a TypeError naming what is missing): the learner calls
+    its `observe`, `set_env_steps`, `preprocess` (experience -> a dict of
+    `[N, ...]` samples with a `mask`), `loss` (samples -> per-sample terms)
+    and `after_sgd_step`, and minimises each of its `loss_groups`' terms over
+    that group's variables (SAC's actor, critics and temperature apart;
+    actor-critic's policy and value networks, which `clip_per_group` clips
+    apart). An `entropy_coeff`, if it has one, is written as a summary.
 
     The algorithm's variables (and so the optimizer) must have been created
     under `strategy.scope()`.
@@ -115,8 +114,7 @@ class Learner(tf.Module):
                  seed: Optional[int] = None):
         """
         Args:
-            algorithm: e.g. `PPOAlgorithm`; provides `preprocess`, `loss` and
-                `variables_to_train`.
+            algorithm: e.g. `PPOAlgorithm`: an `Algorithm` (see above).
             strategy: distribution strategy; default: the current one.
             learning_rate: a constant or piecewise-linear points
                 `[(env_steps, value), ...]`, held constant outside them.
@@ -140,6 +138,7 @@ class Learner(tf.Module):
                 stateless, a function of the seed, update and epoch.
         """
         super().__init__(name="learner")
+        check_algorithm(algorithm)
         self._algorithm = algorithm
         self._learning_rate = learning_rate
         self._strategy = strategy or tf.distribute.get_strategy()
@@ -187,7 +186,7 @@ class Learner(tf.Module):
                 f"num_parallel_environments = {columns} does not split across {replicas} "
                 f"replicas")
         per_replica = columns // replicas
-        if not getattr(self._algorithm, "recurrent", False):
+        if not self._algorithm.recurrent:
             per_replica *= unroll_length
         pieces = self._num_minibatches * self._num_microbatches
         if per_replica % pieces:
@@ -344,8 +343,6 @@ class Learner(tf.Module):
         info = self._strategy.run(self._sgd_step, (samples, orders, i))
         info = tf.nest.map_structure(  # one leaf at a time: not every strategy takes nests
             lambda x: self._strategy.reduce(tf.distribute.ReduceOp.MEAN, x, axis=None), info)
-        if not hasattr(self._algorithm, "after_sgd_step"):
-            return info
         # In cross-replica context: an assignment updates every replica's copy.
         with tf.control_dependencies(tf.nest.flatten(info)):
             self._algorithm.after_sgd_step()
@@ -353,8 +350,7 @@ class Learner(tf.Module):
 
     def _loss_groups(self):
         """`[(term, variables)]`: which loss term each set of variables minimises."""
-        return getattr(self._algorithm, "loss_groups",
-                       [("loss", self._algorithm.variables_to_train)])
+        return self._algorithm.loss_groups
 
     def _sgd_step(self, samples, orders, i):
         """Optimizer step `i` (epoch i // M, minibatch i % M) on one replica."""

@@ -212,7 +212,16 @@ def test_non_finite_update_can_be_skipped_and_counted():
 
 
 class _TwoTermAlgorithm(tf.Module):
-    """Loss terms `(a b - 1)^2` for `a` and `b^2` for `b` (SAC-style loss groups)."""
+    """Loss terms `(a b - 1)^2` for `a` and `b^2` for `b` (SAC-style loss groups).
+
+    The learner never acts: `act` and the specs are there for the contract only.
+    """
+
+    time_step_spec = action_spec = policy_state_spec = ()
+    recurrent = False
+
+    def act(self, observation, step_type, policy_state, greedy=False, seed=None):
+        raise AssertionError("the learner does not act")
 
     def __init__(self):
         super().__init__()

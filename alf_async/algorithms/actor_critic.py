@@ -132,6 +132,9 @@ class ActorCriticAlgorithm(tf.Module):
             return [("loss", list(unique.values()))]
         return [("loss", actor), ("loss", value)]
 
+    def after_sgd_step(self) -> None:
+        """Nothing to do after an optimizer step (no target networks)."""
+
     def act(self, observation, step_type, policy_state, greedy: bool = False, seed=None):
         """Acts on a batch of N observations (leaves `[N, ...]`).
 

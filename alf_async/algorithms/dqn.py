@@ -98,6 +98,11 @@ class DqnAlgorithm(tf.Module):
     def variables_to_train(self):
         return self.q_net.trainable_variables
 
+    @property
+    def loss_groups(self):
+        """One group: the Q network minimises the TD loss."""
+        return [("loss", self.variables_to_train)]
+
     def set_env_steps(self, env_steps: int) -> None:
         """Moves epsilon along its schedule to `env_steps`."""
         self.epsilon.assign(schedule_value(self._epsilon_schedule, env_steps))

@@ -1,0 +1,78 @@
+"""What the driver, the learner and the evaluation call on an algorithm.
+
+Every algorithm (`PPOAlgorithm`, `ImpalaAlgorithm`, `SacAlgorithm`,
+`DqnAlgorithm`) is a `tf.Module` with these members; `check_algorithm` tells
+which ones a new algorithm still lacks. Shapes: N is the number of rows of
+one call (actors: `n * B` sub-envs; learner: samples of one minibatch).
+"""
+
+from typing import Any, Dict, List, Protocol, Sequence, Tuple, runtime_checkable
+
+import tensorflow as tf
+
+Nest = Any
+
+
+@runtime_checkable
+class Algorithm(Protocol):
+    """The algorithm contract.
+
+    Attributes:
+        time_step_spec: unbatched tf-agents time-step spec of one sub-env.
+        action_spec: unbatched tf-agents action spec.
+        policy_state_spec: unbatched spec of the policy state (`()` if
+            feed-forward); env threads carry it from step to step.
+        recurrent: whether the learner's samples are whole unrolls (`[N, T]`
+            sequences) instead of single steps.
+        variables_to_train: every variable the optimizer updates, each once.
+        loss_groups: `[(term, variables)]`: which loss term each set of
+            variables minimises (the learner may clip the groups apart);
+            `[("loss", variables_to_train)]` when one term trains everything.
+
+    Optional: `entropy_coeff`, a scalar the learner writes as a summary.
+    """
+
+    time_step_spec: Nest
+    action_spec: Nest
+    policy_state_spec: Nest
+    recurrent: bool
+    variables_to_train: Sequence[tf.Variable]
+    loss_groups: List[Tuple[str, Sequence[tf.Variable]]]
+
+    def act(self, observation: Nest, step_type: tf.Tensor, policy_state: Nest,
+            greedy: bool = False, seed=None) -> Tuple[Nest, Nest, tf.Tensor]:
+        """`[N, ...]` observations -> `(action, new_policy_state, log_prob)`, leading dim N.
+
+        `seed`: a `[2]` integer seed of a stateless sample (None: stateful).
+        Called by the actor threads (or env threads) while the learner trains.
+        """
+
+    def observe(self, batch) -> None:
+        """Sees every `LearnBatch` once, in arrival order, before training on it
+        (running statistics such as observation normalisation)."""
+
+    def set_env_steps(self, env_steps: int) -> None:
+        """Moves the algorithm's schedules (entropy, epsilon) to `env_steps`."""
+
+    def preprocess(self, experience: Nest, bootstrap: Nest) -> Dict[str, tf.Tensor]:
+        """One replica's `[T, B', ...]` experience (and `[B', ...]` bootstrap steps)
+        -> samples: a dict of `[N, ...]` tensors with a `mask`."""
+
+    def loss(self, samples: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
+        """A minibatch of samples -> per-sample terms, among them each loss group's."""
+
+    def after_sgd_step(self) -> None:
+        """Called after every optimizer step (target-network updates; may do nothing)."""
+
+
+_REQUIRED = ("time_step_spec", "action_spec", "policy_state_spec", "recurrent",
+             "variables_to_train", "loss_groups", "act", "observe", "set_env_steps",
+             "preprocess", "loss", "after_sgd_step")
+
+
+def check_algorithm(algorithm) -> None:
+    """Raises TypeError naming every member of `Algorithm` that `algorithm` lacks."""
+    missing = [name for name in _REQUIRED if not hasattr(algorithm, name)]
+    if missing:
+        raise TypeError(f"{type(algorithm).__name__} is not an alf_async algorithm: it lacks "
+                        f"{', '.join(missing)} (see alf_async.algorithms.contract.Algorithm)")
