@@ -19,7 +19,7 @@ pytest.importorskip("reverb")
 from alf_async import trainer  # noqa: E402
 from alf_async.errors import LearnerStarvedError  # noqa: E402
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 GIN_FILE = "gin_configs/ppo_remote.gin"
 SMALL = ["create_environment.num_parallel_environments=8",
          "AsyncOffPolicyDriver.learner_queue_timeout=20.0",
