@@ -107,6 +107,10 @@ def _with_ci(aggregate: Dict, digits: int) -> str:
     return f"{number(aggregate['iqm'], digits)}{interval}"
 
 
+def _row(cells: List[str]) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
 def cells_table(experiment: Dict) -> str:
     """Markdown: one row per cell, medians and IQMs [95 % CI] over its seeds."""
     rows = ["| cell | reached target | env steps to target: median, IQM [95 % CI] | "
@@ -117,11 +121,11 @@ def cells_table(experiment: Dict) -> str:
         agg = cell["aggregate"]
         target = "—" if cell["target"] is None else f"{cell['target']:g}"
         steps = agg["env_steps_to_target"]
-        rows.append(
-            f"| {cell['name']} | {cell['reached']}/{len(cell['seeds'])} (target {target}) | "
-            f"{number(steps['median'], 0)}; {_with_ci(steps, 0)} | "
-            f"{number(agg['seconds_to_target']['median'])} | {_with_ci(agg['final'], 1)} | "
-            f"{_with_ci(agg['last25_min'], 1)} |")
+        rows.append(_row([
+            cell["name"], f"{cell['reached']}/{len(cell['seeds'])} (target {target})",
+            f"{number(steps['median'], 0)}; {_with_ci(steps, 0)}",
+            number(agg["seconds_to_target"]["median"]), _with_ci(agg["final"], 1),
+            _with_ci(agg["last25_min"], 1)]))
     return "\n".join(rows)
 
 
@@ -132,12 +136,12 @@ def seeds_table(experiment: Dict) -> str:
             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for cell in experiment["cells"]:
         for s in cell["seeds"]:
-            rows.append(
-                f"| {cell['name']} | {s['seed'] if s['seed'] is not None else '—'} | "
-                f"{number(s['env_steps_to_target'], 0)} | {number(s['seconds_to_target'])} | "
-                f"{number(s.get('best'))} | {number(s.get('final'))} | "
-                f"{number(s.get('last25_min'))} | {number(s.get('env_steps'), 0)} | "
-                f"{number(s.get('seconds'))} |")
+            seed = "—" if s["seed"] is None else str(s["seed"])
+            rows.append(_row([
+                cell["name"], seed, number(s["env_steps_to_target"], 0),
+                number(s["seconds_to_target"]), number(s.get("best")), number(s.get("final")),
+                number(s.get("last25_min")), number(s.get("env_steps"), 0),
+                number(s.get("seconds"))]))
     return "\n".join(rows)
 
 
