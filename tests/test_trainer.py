@@ -137,6 +137,27 @@ def test_tf_threads_flag_sizes_both_op_pools_and_training_runs(tmp_path):
     assert "'iteration': 3" in result.stderr
 
 
+def test_a_first_run_and_its_resume_print_our_lines_only(tmp_path):
+    """No TensorFlow banner, old-gym notice, SavedModel chatter or gin include miss."""
+    args = ("--gin_file=gin_configs/impala_async.gin", f"--root_dir={tmp_path}",
+            "--gin_param=train.num_env_steps=None", "--gin_param=train.log_interval_secs=0.0")
+    first = _cli(*args, "--gin_param=train.num_iterations=2", timeout=180)
+    # In the reproducible mode envs step only for the batch: 2 steps per sub-env, too
+    # few for a CartPole episode to end within the resumed iteration.
+    again = _cli(*args, "--gin_param=train.num_iterations=3", "--gin_param=train.seed=1",
+                 "--gin_param=AsyncOffPolicyDriver.unroll_length=2",
+                 "--gin_param=AsyncOffPolicyDriver.deterministic=True", timeout=180)
+    for result in (first, again):
+        assert result.returncode == 0, result.stderr[-3000:]
+        lines = [l for l in (result.stdout + result.stderr).splitlines() if l.strip()]
+        foreign = [l for l in lines if not re.match(r"I\d{4} .* (train|trainer)\.py:\d+\]", l)]
+        assert not foreign, foreign
+    progress = [l for l in first.stderr.splitlines() if "| env steps" in l]
+    assert "ETA" not in progress[0]  # not from the compile-heavy first iteration
+    resumed = [l for l in again.stderr.splitlines() if "| env steps" in l]
+    assert len(resumed) == 1 and "no episode finished yet" in resumed[0], resumed
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("config, seed", [("ppo_async", 1), ("impala_async", 1),
                                           ("impala_async", 2), ("ppo_async_multi_device", 1)])
