@@ -386,6 +386,38 @@ class AsyncOffPolicyDriver:
         return sum(int(np.prod(spec.shape)) * spec.dtype.size
                    for spec in tf.nest.flatten(self._queues.learn_queue.spec))
 
+    def describe(self) -> str:
+        """One line on where experience comes from and what a learn batch holds."""
+        replay = self.uniform_replay
+        if replay:
+            batch = (f"uniform replay at {replay.replay_ratio:g} windows per env step: "
+                     f"{replay.batch_size} windows of {replay.sequence_length} steps")
+        else:
+            batch = f"{self.env_steps_per_batch} frames"
+        where = f"remote actor processes (port {self.remote.port}), each " if self.remote else ""
+        return (f"{where}{self._num_envs} env threads x {self._batch_size} sub-envs, "
+                f"unroll_length {self._unroll_length}, learn_queue_cap {self._learn_queue_cap} "
+                f"({batch}, {self.learn_batch_bytes / 2**20:.3g} MiB per learn batch)")
+
+    def summaries(self) -> dict:
+        """`{tag: value}` of the collection and learn-batch figures the trainer writes."""
+        values = {"learner/dropped_unrolls": self.dropped_unrolls,
+                  "driver/env_restarts": self.env_restarts}
+        if self.remote:
+            values["driver/actors_alive"] = self.remote.actors_alive()
+        for metric in self.metrics.metrics if self.metrics else []:
+            values[f"metrics/{metric.name}"] = metric.result()
+        if self.uniform_replay:
+            values["replay/achieved_ratio"] = self.uniform_replay.achieved_ratio
+            values["replay/inserted_env_steps"] = self.uniform_replay.inserted_steps
+        return values
+
+    def save(self) -> None:
+        """Saves what the driver keeps beside the checkpoint (a uniform replay buffer
+        with `UniformReplay.save_buffer`; otherwise nothing)."""
+        if self.uniform_replay:
+            self.uniform_replay.save()
+
     def learn_queue_size(self) -> int:
         return int(self._queues.learn_queue.size())
 

@@ -153,17 +153,8 @@ def _write_metrics(driver: AsyncOffPolicyDriver, loop: LearnerLoop, learner: Lea
     tf.summary.scalar("learner/num_replicas", learner.strategy.num_replicas_in_sync,
                       step=iteration)
     tf.summary.scalar("learner/skipped_updates", learner.skipped_updates, step=iteration)
-    tf.summary.scalar("learner/dropped_unrolls", driver.dropped_unrolls, step=iteration)
-    tf.summary.scalar("driver/env_restarts", driver.env_restarts, step=iteration)
-    if driver.remote:
-        tf.summary.scalar("driver/actors_alive", driver.remote.actors_alive(), step=iteration)
-    for metric in driver.metrics.metrics if driver.metrics else []:
-        tf.summary.scalar(f"metrics/{metric.name}", metric.result(), step=iteration)
-    if driver.uniform_replay:
-        tf.summary.scalar("replay/achieved_ratio", driver.uniform_replay.achieved_ratio,
-                          step=iteration)
-        tf.summary.scalar("replay/inserted_env_steps", driver.uniform_replay.inserted_steps,
-                          step=iteration)
+    for tag, value in driver.summaries().items():
+        tf.summary.scalar(tag, value, step=iteration)
     timings = loop.clock.read_and_reset()
     for key, value in timings.items():
         tf.summary.scalar(f"learner/{key}", value, step=iteration)
@@ -296,20 +287,9 @@ def _write_config(root_dir: str) -> str:
 
 
 def _log_start(algorithm, learner: Learner, driver: AsyncOffPolicyDriver) -> None:
-    replay = driver.uniform_replay
-    if replay:
-        batch = (f"uniform replay at {replay.replay_ratio:g} windows per env step: "
-                 f"{replay.batch_size} windows of {replay.sequence_length} steps")
-    else:
-        batch = f"{driver.env_steps_per_batch} frames"
-    where = (f"remote actor processes (port {driver.remote.port}), each " if driver.remote
-             else "")
-    logging.info(
-        "Training %s: %s%d env threads x %d sub-envs, unroll_length %d, learn_queue_cap %d "
-        "(%s, %.3g MiB per learn batch), %d learner replica(s) on %s",
-        type(algorithm).__name__, where, driver.num_envs, driver.batch_size, driver.unroll_length,
-        driver.learn_queue_cap, batch, driver.learn_batch_bytes / 2**20,
-        learner.strategy.num_replicas_in_sync, ", ".join(learner.devices))
+    logging.info("Training %s: %s, %d learner replica(s) on %s", type(algorithm).__name__,
+                 driver.describe(), learner.strategy.num_replicas_in_sync,
+                 ", ".join(learner.devices))
 
 
 class _Hooks:
@@ -337,8 +317,7 @@ class _Hooks:
             self._timings = self.write_metrics()
         if iteration % settings["checkpoint_interval"] == 0:
             self._manager.save(checkpoint_number=counters.iteration)
-            if self._driver.uniform_replay:
-                self._driver.uniform_replay.save()  # only with UniformReplay.save_buffer
+            self._driver.save()
         if settings["eval_interval"] and iteration % settings["eval_interval"] == 0:
             _evaluate(self._algorithm, counters.iteration, settings["num_eval_episodes"],
                       settings["seed"])
