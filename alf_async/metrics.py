@@ -5,11 +5,13 @@ import threading
 import time
 from typing import Sequence
 
+import gin
 import numpy as np
 import tensorflow as tf
 from tf_agents.trajectories import time_step as ts
 
 
+@gin.configurable(module="alf_async")
 class EpisodeStats:
     """Returns and lengths of finished episodes over all sub-envs.
 

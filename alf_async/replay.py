@@ -36,7 +36,7 @@ class UnrollReplay:
             seed: seeds the sampling (None: random).
         """
         if num_slots < 1:
-            raise ValueError(f"AsyncOffPolicyDriver.replay_buffer_num_slots must be >= 1 "
+            raise ValueError(f"FreshBatches.replay_buffer_num_slots must be >= 1 "
                              f"when replay_proportion > 0, got {num_slots}")
         self._slots = []
         self._num_slots = num_slots

@@ -426,7 +426,7 @@ def train(root_dir: str,
                 tf.summary.text("config/operative_gin", config, step=counters.iteration)
                 average_return, first = float("nan"), True
                 while not done(average_return):
-                    driver.run_async()
+                    loop.step()
                     if first:
                         timeline.mark("first iteration")
                         progress.mark_first_iteration(int(counters.env_steps))

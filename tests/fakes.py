@@ -1,7 +1,9 @@
 """Deterministic fake envs and policies for driver tests; samples for loss tests."""
 
+import contextlib
 import time
 
+import gin
 import numpy as np
 import tensorflow as tf
 from tf_agents.environments import py_environment
@@ -84,13 +86,28 @@ class CountingPolicy:
         return count % 2, state, -tf.cast(count, tf.float32)
 
 
-def learning_driver(policy_version, fail_env=None, batch_size=3, **kwargs):
-    """A driver of 2 `CountingEnv`s (T = 3, Q = 2 by default) stamping `policy_version`."""
+@contextlib.contextmanager
+def gin_bound(bindings: dict):
+    """Binds gin parameters (`{'FreshBatches.max_policy_lag': 1}`) for the block, then
+    clears the configuration."""
+    gin.clear_config()
+    for name, value in bindings.items():
+        gin.bind_parameter(name, value)
+    try:
+        yield
+    finally:
+        gin.clear_config()
+
+
+def learning_driver(policy_version, fail_env=None, batch_size=3, bindings=(), **kwargs):
+    """A driver of 2 `CountingEnv`s (T = 3, Q = 2 by default) stamping `policy_version`,
+    built with the gin `bindings` (a dict) of its components."""
     envs = [CountingEnv(i, batch_size, fail_at=20 if i == fail_env else None)
             for i in range(2)]
     kwargs = dict(dict(actor_queue_cap=1, unroll_length=3, learn_queue_cap=2), **kwargs)
-    return AsyncOffPolicyDriver(lambda i: envs[i], CountingPolicy(envs[0]), policy_version,
-                                num_envs=2, **kwargs)
+    with gin_bound(dict(bindings)):
+        return AsyncOffPolicyDriver(lambda i: envs[i], CountingPolicy(envs[0]),
+                                    policy_version, num_envs=2, **kwargs)
 
 
 def timed_stop(driver, bound=2.0):

@@ -51,6 +51,7 @@ def _run_workers(tmp_path, num):
     return [np.load(tmp_path / f"w{index}.npz") for index in range(num)]
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_two_worker_processes_end_with_the_weights_of_one_learner_on_all_the_data(tmp_path):
     workers = _run_workers(tmp_path, 2)

@@ -1,7 +1,8 @@
+"""`AsyncOffPolicyDriver`: the composition's guarantees (order, errors, stops, modes)."""
+
 import threading
 import time
 
-import gin
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -11,8 +12,7 @@ from tf_agents.trajectories import time_step as ts
 from alf_async.drivers import AsyncOffPolicyDriver
 from alf_async.errors import LearnerStarvedError, ThreadError
 from alf_async.threads import live_driver_threads
-from fakes import (EPISODE_LENGTH, CountingEnv, CountingPolicy, StatelessCountingPolicy,
-                   VersionPolicy, learning_driver, timed_stop)
+from fakes import EPISODE_LENGTH, CountingEnv, CountingPolicy, learning_driver, timed_stop
 
 B = 3
 
@@ -166,7 +166,7 @@ def test_env_error_is_reraised_by_stop():
     driver, _ = _driver(num_envs=2, actor_queue_cap=1, fail_env=0, fail_at=3)
     driver.start()
     deadline = time.time() + 10
-    while not driver._coord.should_stop() and time.time() < deadline:
+    while not driver._collector.coord.should_stop() and time.time() < deadline:
         time.sleep(0.01)
     with pytest.raises(ThreadError, match="EnvThread0 failed") as info:
         driver.stop()
@@ -209,70 +209,6 @@ def test_starving_learner_gets_a_diagnosis_instead_of_a_hang():
     timed_stop(driver)
 
 
-@pytest.mark.parametrize("max_policy_lag", [None, 1])
-def test_unrolls_older_than_max_policy_lag_are_dropped_and_counted(max_policy_lag):
-    version = tf.Variable(0, dtype=tf.int64)
-    driver = learning_driver(version, max_policy_lag=max_policy_lag)
-    driver.start()
-    try:
-        lags = []
-        for _ in range(6):
-            batch = driver.get_training_exps()
-            stamps = batch.experience.policy_version.numpy()
-            lags.append(int(version) - stamps.min())
-            assert stamps.shape == (2, 3, B)
-            time.sleep(0.1)  # a slow learner: the queue fills with old unrolls
-            version.assign_add(3)
-    finally:
-        driver.stop()
-    if max_policy_lag is None:
-        assert driver.dropped_unrolls == 0 and max(lags) > 1
-    else:
-        assert driver.dropped_unrolls > 0 and max(lags) <= max_policy_lag
-
-
-def test_restart_failed_envs_replaces_the_env_and_training_goes_on():
-    made = []
-
-    def factory(i):
-        made.append(CountingEnv(i, B, fail_at=7 if i == 1 else None))
-        return made[-1]
-
-    driver = AsyncOffPolicyDriver(factory, CountingPolicy(CountingEnv(0, B)), None, num_envs=2,
-                                  actor_queue_cap=1, unroll_length=4, learn_queue_cap=2,
-                                  restart_failed_envs=True)
-    driver.start()
-    try:
-        for _ in range(10):
-            batch = driver.get_training_exps()
-            counts = batch.experience.time_step.observation.numpy()[..., 2]
-            # No unroll spans a restart: counts stay consecutive.
-            np.testing.assert_array_equal(np.diff(counts, axis=1), 1)
-        assert driver.env_restarts >= 1
-    finally:
-        timed_stop(driver)
-    assert len(made) == 2 + driver.env_restarts
-    assert all(env.closed for env in made)
-
-
-def test_actors_read_the_weights_when_requests_arrive_not_when_they_start_waiting():
-    version = tf.Variable(0, dtype=tf.int64)
-    driver = learning_driver(version)
-    gate = threading.Event()
-    for env in driver._envs:  # pylint: disable=protected-access
-        env.step = lambda action, step=env.step: gate.wait(10) and step(action)
-    driver.start()
-    time.sleep(0.5)  # the actor is now waiting inside its compiled call
-    version.assign(7)
-    gate.set()
-    try:
-        versions = driver.get_training_exps().experience.policy_version.numpy()
-    finally:
-        timed_stop(driver)
-    # Step 0 was requested before the bump; every later request after it.
-    assert (versions[:, 1:] == 7).all(), versions[:, :, 0]
-
-
 def test_deterministic_mode_runs_envs_only_for_the_batch_asked_for_in_env_order():
     version = tf.Variable(0, dtype=tf.int64)
     driver = learning_driver(version, deterministic=True, seed=3, learn_queue_cap=4,
@@ -288,7 +224,7 @@ def test_deterministic_mode_runs_envs_only_for_the_batch_asked_for_in_env_order(
             assert (batch.experience.policy_version.numpy() == k).all()
             time.sleep(0.2)  # a slow update: nothing is collected meanwhile
             assert driver.learn_queue_size() == 0
-            assert [env.count for env in driver._envs] == [6 * (k + 1)] * 2  # pylint: disable=protected-access
+            assert [env.count for env in driver.collection.envs] == [6 * (k + 1)] * 2
             version.assign_add(1)
     finally:
         timed_stop(driver)
@@ -299,91 +235,14 @@ def test_deterministic_mode_runs_envs_only_for_the_batch_asked_for_in_env_order(
     (dict(deterministic=True, seed=1, learn_queue_cap=3), "got 3 and 2"),
     (dict(deterministic=True, seed=1, num_actor_queues=0), "needs actor threads"),
     (dict(num_actor_queues=-1), "num_actor_queues must be an integer >= 0, got -1"),
-    (dict(replay_proportion=0.7), "whole number"),
-    (dict(replay_proportion=1.0), "replay_buffer_num_slots must be >= 1"),
+    (dict(bindings={"FreshBatches.replay_proportion": 0.7}), "whole number"),
+    (dict(bindings={"FreshBatches.replay_proportion": 1.0}),
+     "replay_buffer_num_slots must be >= 1"),
 ])
 def test_impossible_deterministic_or_replay_settings_are_value_errors(kwargs, message):
     with pytest.raises(ValueError, match=message):
         learning_driver(None, **kwargs)
-
-
-def test_replayed_unrolls_are_recent_ones_appended_to_new_ones():
-    driver = learning_driver(None, replay_proportion=1.0, replay_buffer_num_slots=3,
-                              seed=0)
-    assert driver.learn_batch_shape[0] == 4
-    driver.start()
-    seen = []  # (env, first count) of every new unroll, in arrival order
-    replayed = []
-    try:
-        for _ in range(8):
-            batch = driver.get_training_exps()
-            key = lambda q: (int(batch.env_ids[q]),
-                             int(batch.experience.time_step.observation[q, 0, 0, 2]))
-            assert batch.experience.action.shape[0] == 4 and batch.bootstrap.reward.shape[0] == 4
-            assert batch.env_steps == 2 * 3 * B  # only new unrolls count as env steps
-            seen.extend(key(q) for q in range(2))
-            for q in range(2, 4):
-                assert key(q) in seen[-3:]  # one of the 3 most recent new unrolls
-                replayed.append(key(q))
-    finally:
-        timed_stop(driver)
-    assert len(set(replayed)) > 3  # the ring moves on
-
-
-def test_busy_fractions_point_at_the_slow_stage():
-    driver, envs = _driver(num_envs=2, actor_queue_cap=1)
-    for env in envs:  # a slow env: the actor mostly waits for it
-        env.step = lambda action, step=env.step: time.sleep(0.005) or step(action)
-    driver.start()
-    try:
-        for _ in range(2):  # every thread has traced and run: start-up is out of the window
-            driver.get_training_exps()
-        driver.busy_fractions()  # start the window here
-        for _ in range(16):
-            driver.get_training_exps()
-        busy = driver.busy_fractions()
-    finally:
-        timed_stop(driver)
-    assert 0.5 < busy["env_busy"] <= 1.0, busy
-    assert 0.0 < busy["actor_busy"] < busy["env_busy"], busy
-
-
-@pytest.mark.parametrize("num_envs", [2, 4])
-@pytest.mark.parametrize("num_actor_queues", [0, 1, 2])
-def test_stamps_are_the_version_that_acted_and_never_decrease(num_envs, num_actor_queues):
-    version = tf.Variable(0, dtype=tf.int64)
-    envs = [CountingEnv(i, B) for i in range(num_envs)]
-    driver = AsyncOffPolicyDriver(lambda i: envs[i], VersionPolicy(envs[0], version), version,
-                                  num_envs=num_envs, num_actor_queues=num_actor_queues,
-                                  actor_queue_cap=1, unroll_length=8, learn_queue_cap=2)
-    bumping = threading.Event()
-
-    def learner():  # a learner that finishes an update every millisecond
-        while not bumping.wait(0.001):
-            version.assign_add(1)
-
-    bumper = threading.Thread(target=learner, daemon=True)
-    driver.start()
-    bumper.start()
-    last = {}  # env -> stamp of its latest step seen
-    try:
-        for _ in range(60):
-            batch = driver.get_training_exps()
-            now = int(version)
-            stamps = batch.experience.policy_version.numpy()  # [Q, T, B]
-            # The action is the version the policy read: the stamp must be it.
-            np.testing.assert_array_equal(batch.experience.action.numpy(), stamps)
-            assert stamps.max() <= now
-            for q, env in enumerate(batch.env_ids.numpy()):
-                per_step = stamps[q, :, 0]
-                assert (np.diff(per_step) >= 0).all(), per_step
-                assert per_step[0] >= last.get(env, 0), (last.get(env), per_step)
-                last[env] = per_step[-1]
-    finally:
-        bumping.set()
-        bumper.join(5)
-        timed_stop(driver)
-    assert len(last) == num_envs and max(last.values()) > 20  # the learner did move
+    assert not live_driver_threads()
 
 
 def test_get_training_exps_after_stop_raises_even_with_a_full_learn_queue():
@@ -398,85 +257,8 @@ def test_get_training_exps_after_stop_raises_even_with_a_full_learn_queue():
         driver.get_training_exps()
 
 
-# --- exp_replayer='uniform' ------------------------------------------------------------
-
-def _replay_driver(**replay_settings):
-    """Two CountingEnvs of B = 3, T = 4, feeding a UniformReplay of 2-step windows."""
-    settings = dict(capacity=1000, min_size=24, batch_size=32, sequence_length=2,
-                    replay_ratio=4.0)
-    settings.update(replay_settings)
-    gin.clear_config()
-    for name, value in settings.items():
-        gin.bind_parameter(f"UniformReplay.{name}", value)
-    envs = [CountingEnv(i, 3) for i in range(2)]
-    try:
-        return AsyncOffPolicyDriver(lambda i: envs[i], StatelessCountingPolicy(envs[0]), None,
-                                    num_envs=2, unroll_length=4, exp_replayer="uniform")
-    finally:
-        gin.clear_config()
-
-
-def test_uniform_replay_batches_are_windows_of_one_sub_env_with_the_settings_ratio():
-    driver = _replay_driver()
-    assert driver.learn_batch_shape == (32, 2, 1)
-    driver.start()
-    try:
-        env_steps = 0
-        for _ in range(20):
-            batch = driver.get_training_exps()
-            env_steps += batch.env_steps
-            obs = batch.experience.time_step.observation.numpy()[:, :, 0]  # [S, 2, 3]
-            boot = batch.bootstrap.observation.numpy()[:, 0]
-            assert obs.shape == (32, 2, 3)
-            # Every window is consecutive steps of one sub-env of one env.
-            steps = np.concatenate([obs, boot[:, None]], 1)
-            cut = batch.experience.time_step.step_type.numpy()[:, 1, 0] == ts.StepType.LAST
-            for column in range(2):
-                assert (steps[:, :, column] == steps[:, :1, column]).all()
-            np.testing.assert_array_equal(steps[:, 1, 2], steps[:, 0, 2] + 1)
-            ok = ~cut  # a window cut at its segment's end repeats the bootstrap step
-            np.testing.assert_array_equal(steps[ok, 2, 2], steps[ok, 0, 2] + 2)
-            np.testing.assert_array_equal(obs[:, 0, 0], batch.env_ids.numpy())
-        replay = driver.uniform_replay
-        assert env_steps <= replay.inserted_steps
-        assert replay.sampled_windows == 20 * 32
-        assert replay.achieved_ratio <= replay.replay_ratio + 0.5
-    finally:
-        timed_stop(driver)
-
-
-@pytest.mark.parametrize("kwargs, message", [
-    (dict(exp_replayer="prioritized"), "exp_replayer must be 'one_time' or 'uniform'"),
-    (dict(exp_replayer="uniform", replay_proportion=0.5, replay_buffer_num_slots=4),
-     "replay_proportion=0.5 applies to exp_replayer='one_time' only"),
-    (dict(exp_replayer="uniform"), "needs a feed-forward policy"),
-])
-def test_uniform_replay_settings_that_cannot_work_are_value_errors(kwargs, message):
-    with pytest.raises(ValueError, match=message):
-        learning_driver(None, **kwargs)
-
-
-def test_a_starved_replay_learner_gets_the_diagnosis():
-    envs = [CountingEnv(0, 3)]
-    gin.clear_config()
-    gin.bind_parameter("UniformReplay.capacity", 10**7)
-    gin.bind_parameter("UniformReplay.min_size", 10**7)  # not within the timeout
-    try:
-        driver = AsyncOffPolicyDriver(lambda i: envs[i], StatelessCountingPolicy(envs[0]), None,
-                                      num_envs=1, actor_queue_cap=1, unroll_length=4,
-                                      exp_replayer="uniform",
-                                      learner_queue_timeout=1.0)
-    finally:
-        gin.clear_config()
-    driver.start()
-    try:
-        with pytest.raises(LearnerStarvedError, match="env steps put in replay"):
-            driver.get_training_exps()
-    finally:
-        timed_stop(driver)
-
-
 # --- observers and metrics ------------------------------------------------------------
+
 
 def test_observers_see_every_unroll_and_metrics_agree_with_the_driver_statistics():
     seen = []  # (env, first step count, shape) of every trajectory an observer got

@@ -70,7 +70,7 @@ def test_stop_from_another_thread_ends_a_waiting_step():
     loop, driver = _loop(_RecordingLearner(update_secs=0.0))
     driver.start()
     loop.step()
-    for env in driver._envs:  # pylint: disable=protected-access
+    for env in driver.collection.envs:
         env.step = lambda action, step=env.step: time.sleep(0.05) or step(action)
     stopper = threading.Timer(0.5, driver.stop)
     stopper.start()

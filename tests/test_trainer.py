@@ -16,6 +16,7 @@ from tensorboard.backend.event_processing import event_accumulator
 from alf_async import trainer
 from alf_async.environments import CartPoleBatchedEnv
 from alf_async.errors import ThreadError
+from alf_async.threads import live_driver_threads
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REQUIRED_TAGS = {
@@ -46,6 +47,7 @@ def text_tags(root_dir):
     return acc.Tags()["tensors"]
 
 
+@pytest.mark.slow
 def test_second_run_resumes_counters(tmp_path):
     root = str(tmp_path / "run")
     first = trainer.train(root, num_iterations=3, num_env_steps=None, summary_interval=1)
@@ -99,23 +101,49 @@ def _cli(*args, timeout=900):
                           capture_output=True, text=True, timeout=timeout)
 
 
+SETTINGS_ERRORS = [  # (bindings, train.seed, the error's message)
+    (["AsyncOffPolicyDriver.learn_queue_cap=0"], None,
+     "AsyncOffPolicyDriver.learn_queue_cap must be an integer >= 1, got 0"),
+    (["AsyncOffPolicyDriver.actor_queue_cap=5"], None,
+     "num_actor_queues \\* actor_queue_cap must be <= num_envs"),
+    (["AsyncOffPolicyDriver.deterministic=True"], None,
+     "AsyncOffPolicyDriver.deterministic=True needs a seed"),
+    (["AsyncOffPolicyDriver.deterministic=True", "AsyncOffPolicyDriver.learn_queue_cap=3"], 1,
+     "needs learn_queue_cap divisible by num_envs .* got 3 and 2"),
+    (["FreshBatches.replay_proportion=0.25"], None,
+     "FreshBatches.replay_proportion \\* AsyncOffPolicyDriver.learn_queue_cap must be a "
+     "whole number"),
+    (["FreshBatches.replay_proportion=0.5"], None, "replay_buffer_num_slots must be >= 1"),
+]
+
+
+@pytest.mark.parametrize("bindings, seed, message", SETTINGS_ERRORS)
+def test_bad_settings_are_value_errors_naming_the_setting_before_any_thread(bindings, seed,
+                                                                            message):
+    trainer.parse_config([os.path.join(ROOT, "gin_configs", "ppo_async.gin")], bindings)
+    try:
+        with pytest.raises(ValueError, match=message):
+            trainer.build(seed=seed)
+    finally:
+        gin.clear_config()
+    assert not live_driver_threads()
+
+
+# The CLI turns each kind of bad input into one line and exit 2: a bad gin configuration,
+# a bad setting (every one above; three run outside CI's slow part), a bad flag.
+_CLI_SETTINGS = [pytest.param(
+    [f"--gin_param={b}" for b in bindings] + ([f"--gin_param=train.seed={seed}"] if seed else []),
+    f"Bad setting: .*{message}", marks=() if k in (0, 4) else pytest.mark.slow)
+    for k, (bindings, seed, message) in enumerate(SETTINGS_ERRORS)]
+
+
 @pytest.mark.parametrize("args, message", [
     (["--gin_param=AsyncOffPolicyDriver.learn_queue_capp=4"], "Bad gin configuration"),
-    (["--gin_file=gin_configs/missing.gin"], "Bad gin configuration"),
-    (["--gin_param=AsyncOffPolicyDriver.learn_queue_cap="], "Bad gin configuration"),
-    (["--gin_param=AsyncOffPolicyDriver.learn_queue_cap=0"],
-     "Bad setting: AsyncOffPolicyDriver.learn_queue_cap must be an integer >= 1, got 0"),
-    (["--gin_param=AsyncOffPolicyDriver.actor_queue_cap=5"],
-     "Bad setting: num_actor_queues \\* actor_queue_cap must be <= num_envs"),
-    (["--gin_param=AsyncOffPolicyDriver.deterministic=True"],
-     "Bad setting: AsyncOffPolicyDriver.deterministic=True needs a seed"),
-    (["--gin_param=AsyncOffPolicyDriver.deterministic=True", "--gin_param=train.seed=1",
-      "--gin_param=AsyncOffPolicyDriver.learn_queue_cap=3"],
-     "needs learn_queue_cap divisible by num_envs .* got 3 and 2"),
-    (["--gin_param=AsyncOffPolicyDriver.replay_proportion=0.25"],
-     "replay_proportion \\* learn_queue_cap must be a whole number"),
-    (["--gin_param=AsyncOffPolicyDriver.replay_proportion=0.5"],
-     "replay_buffer_num_slots must be >= 1"),
+    pytest.param(["--gin_file=gin_configs/missing.gin"], "Bad gin configuration",
+                 marks=pytest.mark.slow),
+    pytest.param(["--gin_param=AsyncOffPolicyDriver.learn_queue_cap="], "Bad gin configuration",
+                 marks=pytest.mark.slow),
+    *_CLI_SETTINGS,
     (["--tf_threads=-1"], "Bad setting: --tf_threads must be >= 0, got -1"),
 ])
 def test_cli_bad_input_is_one_line_and_nonzero(tmp_path, args, message):
@@ -127,6 +155,7 @@ def test_cli_bad_input_is_one_line_and_nonzero(tmp_path, args, message):
     assert re.search(message, errors[0]), errors[0]
 
 
+@pytest.mark.slow
 def test_tf_threads_flag_sizes_both_op_pools_and_training_runs(tmp_path):
     result = _cli("--gin_file=gin_configs/ppo_async.gin", f"--root_dir={tmp_path}",
                   "--tf_threads=1", "--gin_param=train.num_iterations=3",
@@ -137,6 +166,7 @@ def test_tf_threads_flag_sizes_both_op_pools_and_training_runs(tmp_path):
     assert "'iteration': 3" in result.stderr
 
 
+@pytest.mark.slow
 def test_a_first_run_and_its_resume_print_our_lines_only(tmp_path):
     """No TensorFlow banner, old-gym notice, SavedModel chatter or gin include miss."""
     args = ("--gin_file=gin_configs/impala_async.gin", f"--root_dir={tmp_path}",
@@ -183,6 +213,7 @@ def test_cli_trains_cartpole_to_475(tmp_path, config, seed):
     ("impala_atari", (84, 84, 4), ["--gin_param=make_atari_env.max_episode_steps=40",
                                    "--gin_param=create_environment.num_workers=2"]),
 ])
+@pytest.mark.slow
 def test_pixel_configs_train_evaluate_export_and_play_on_uint8_frames(tmp_path, config, frame,
                                                                      overrides):
     root = tmp_path / config
@@ -208,6 +239,7 @@ def test_pixel_configs_train_evaluate_export_and_play_on_uint8_frames(tmp_path, 
     assert gif.read_bytes()[:6] == b"GIF89a" and frames >= 2
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("config", ["dqn_cartpole", "dqn_minatar", "sac_pendulum", "sac_mujoco"])
 def test_replay_configs_train_evaluate_export_and_play(tmp_path, config):
     root = tmp_path / config
@@ -231,6 +263,7 @@ def test_replay_configs_train_evaluate_export_and_play(tmp_path, config):
     assert "average_return=" in play.stdout
 
 
+@pytest.mark.slow
 def test_replay_buffer_is_saved_only_when_asked_and_a_resumed_run_starts_from_it(tmp_path):
     def run(root, iterations, *params):
         result = _cli("--gin_file=gin_configs/dqn_cartpole.gin", f"--root_dir={root}",
@@ -359,6 +392,7 @@ def test_deterministic_mode_repeats_losses_exactly_and_depends_on_the_seed(tmp_p
 @pytest.mark.parametrize("signum,moment", [
     (signal.SIGINT, "| env steps"), (signal.SIGTERM, "| env steps"),
     (signal.SIGTERM, "learner replica(s) on")])  # training, or start-up: before compiling
+@pytest.mark.slow
 def test_signal_stops_saves_a_checkpoint_and_exits_with_the_conventional_code(
         tmp_path, signum, moment):
     root = tmp_path / "run"
@@ -389,6 +423,7 @@ def test_signal_stops_saves_a_checkpoint_and_exits_with_the_conventional_code(
     assert not os.path.exists(root / "result.json")  # an interrupted run is not complete
 
 
+@pytest.mark.slow
 def test_stopping_and_resuming_ends_where_one_straight_run_ends(tmp_path):
     with gin.unlock_config():
         gin.bind_parameter("alf_async.Learner.learning_rate", [(0, 1e-3), (20000, 1e-4)])
@@ -420,6 +455,7 @@ class _BreakingCartPole(CartPoleBatchedEnv):
         return super()._step(action)
 
 
+@pytest.mark.slow
 def test_env_error_stops_training_and_keeps_the_last_checkpoint(tmp_path):
     root = str(tmp_path / "run")
     trainer.train(root, num_iterations=2, num_env_steps=None, checkpoint_interval=1)
@@ -436,6 +472,7 @@ def test_env_error_stops_training_and_keeps_the_last_checkpoint(tmp_path):
     assert not [t for t in threading.enumerate() if t.name.startswith("EnvThread")]
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_two_worker_learner_trains_in_step_and_only_the_chief_writes(tmp_path):
     portpicker = pytest.importorskip("portpicker")

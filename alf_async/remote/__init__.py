@@ -2,12 +2,12 @@
 
 ```
  python -m alf_async.actor --task=K  (any host, any number)
-   env threads + actor threads of an AsyncOffPolicyDriver, no learner
+   a LocalCollection (env threads + actor threads) under a Collector, no learner
    | ActorProcess: every [T, B] unroll, with its task and a global env id,
    | goes to the Reverb queue table 'unrolls' (bounded flushes: backpressure)
    v
  Reverb server in the learner process (python -m alf_async.train --serve_port=P)
-   | UnrollReaderThread -> the driver's learn queue and log queue, as local
+   | UnrollReaderThread (a RemoteCollection's) -> the learn queue and log queue, as local
    | env threads would -> get_training_exps() / run_async(), unchanged
    |
    | WeightsPublisherThread: the algorithm's variables and the policy version

@@ -1,4 +1,4 @@
-"""An actor process: the driver's env and actor threads, writing to a remote learner.
+"""An actor process: a `LocalCollection` (env and actor threads) writing to a remote learner.
 
 `python -m alf_async.actor` runs one `ActorProcess`. It acts with its own
 copy of the algorithm, whose variables a `WeightsPuller` keeps close to the
@@ -13,7 +13,8 @@ import gin
 import tensorflow as tf
 from absl import logging
 
-from alf_async.drivers import AsyncOffPolicyDriver
+from alf_async.collection import Collector
+from alf_async.drivers import AsyncOffPolicyDriver, local_collection
 from alf_async.environments import create_environment
 from alf_async.experience import Unroll
 from alf_async.remote import weights
@@ -81,11 +82,10 @@ class WeightsPuller(threading.Thread):
 class ActorProcess:
     """Collects experience for the learner at `server` as actor task `task`.
 
-    It builds the driver of the shared gin configuration with the
-    learner-side options off (one-time replay, no policy-lag check, no
-    observers), waits for the learner's first weights, then sends every
-    unroll, stamped with the policy version that acted, to the 'unrolls'
-    table. A full table makes it wait (the learner sets the pace); a server
+    It runs the `LocalCollection` of the shared gin configuration (its env
+    and actor threads, with the driver's sizes) under a `Collector`, waits
+    for the learner's first weights, then sends every unroll, stamped with
+    the policy version that acted, to the 'unrolls' table. A full table makes it wait (the learner sets the pace); a server
     that stops answering for `server_timeout_secs` ends it (`LearnerGone`).
 
     Thread-safety: `run()` is called once, from one thread.
@@ -139,10 +139,8 @@ class ActorProcess:
         self.puller = WeightsPuller(self._client, algorithm.variables, version,
                                     pull_interval_secs, self._PULL_TIMEOUT_SECS)
         self._await_first_weights(connect_timeout_secs, should_stop)
-        self.driver = AsyncOffPolicyDriver(
-            env_factory, algorithm, version, exp_replayer="one_time", replay_proportion=0.0,
-            max_policy_lag=None, deterministic=False, observers=(), metrics=(),
-            learn_queue_cap=1)
+        self.collector = Collector(local_collection(env_factory, algorithm, version),
+                                   learn_queue_cap=1)
         self._writer = self._client.trajectory_writer(num_keep_alive_refs=1)
         self.unrolls_sent = 0
 
@@ -181,11 +179,11 @@ class ActorProcess:
             ThreadError: an env or actor thread failed (names it).
             ValueError: the unrolls do not fit the learner's table.
         """
-        self.driver.start()
+        self.collector.start()
         self.puller.start()
         try:
             while not should_stop():
-                self._send(self.driver.get_training_exps())
+                self._send(self.collector.take(1))
                 if not self._flush(should_stop):
                     break
                 self.unrolls_sent += 1
@@ -193,19 +191,22 @@ class ActorProcess:
                     self.puller.request()
         finally:
             self.puller.stop()
-            self.driver.stop()
+            try:
+                self.collector.stop((), AsyncOffPolicyDriver.STOP_GRACE_SECS)
+            finally:
+                self.collector.collection.close()
             self._writer.close()
             # A pull in flight ends within its timeout; exiting while Reverb's
             # threads run would abort the process.
             self.puller.join(timeout=self._PULL_TIMEOUT_SECS + 1)
         return self.unrolls_sent
 
-    def _send(self, batch) -> None:
-        """Queues the item of the batch's one unroll (its env id made global)."""
-        first = lambda x: x[0]
-        unroll = Unroll(tf.nest.map_structure(first, batch.experience),
-                        tf.nest.map_structure(first, batch.bootstrap),
-                        batch.env_ids[0] + self.task * self.driver.num_envs)
+    def _send(self, unrolls: Unroll) -> None:
+        """Queues the item of the one unroll of `[1, T, B, ...]` leaves (its env id
+        made global)."""
+        unroll = tf.nest.map_structure(lambda x: x[0], unrolls)
+        unroll = unroll._replace(
+            env_id=unroll.env_id + self.task * self.collector.collection.num_envs)
         self._writer.append(tf.nest.map_structure(
             lambda x: x.numpy(), RemoteUnroll(unroll, tf.constant(self.task, tf.int32))))
         try:

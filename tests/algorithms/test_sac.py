@@ -89,6 +89,7 @@ def test_each_term_trains_its_own_variables_and_targets_follow_slowly():
                                    rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_two_replicas_give_the_same_update_as_one(monkeypatch):
     mirrored = create_strategy("mirrored", devices=["/cpu:0", "/cpu:1"])
     with mirrored.scope():

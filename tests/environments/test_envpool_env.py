@@ -101,6 +101,7 @@ def test_bad_settings_name_the_setting():
         create_environment("CartPole-v1", B, env_load_fn=load_envpool_env, num_workers=2)
 
 
+@pytest.mark.slow
 def test_trainer_trains_on_envpool_envs(tmp_path):
     gin.parse_config(["alf_async.create_environment.env_load_fn = @alf_async.load_envpool_env",
                       "alf_async.create_environment.env_name = 'CartPole-v1'"])

@@ -76,7 +76,7 @@ def _started_driver(restart: bool):
     gin.clear_config()
     gin.parse_config_files_and_bindings(["gin_configs/ppo_async.gin"], [
         "create_environment.num_workers = 2", "create_environment.num_parallel_environments = 8",
-        f"AsyncOffPolicyDriver.restart_failed_envs = {restart}"])
+        f"LocalCollection.restart_failed_envs = {restart}"])
     _, _, driver, _ = trainer.build(seed=1)
     driver.start()
     return driver
@@ -87,7 +87,7 @@ def test_driver_with_a_killed_worker_stops_naming_the_env_thread_or_restarts_it(
         restart, monkeypatch):
     monkeypatch.chdir(ROOT)
     driver = _started_driver(restart)
-    pids = [pid for env in driver._envs for pid in env.worker_pids]  # pylint: disable=protected-access
+    pids = [pid for env in driver.collection.envs for pid in env.worker_pids]
     assert len(pids) == 4  # 2 env threads x 2 workers
     try:
         driver.get_training_exps()
@@ -95,7 +95,7 @@ def test_driver_with_a_killed_worker_stops_naming_the_env_thread_or_restarts_it(
         if restart:
             for _ in range(5):
                 driver.get_training_exps()
-            assert driver.env_restarts == 1
+            assert driver.summaries()["driver/env_restarts"] == 1
         else:
             with pytest.raises(ThreadError, match=r"EnvThread0 failed: .*exited with code -9"):
                 for _ in range(50):
@@ -109,6 +109,7 @@ def test_driver_with_a_killed_worker_stops_naming_the_env_thread_or_restarts_it(
     assert not any(_alive(pid) for pid in pids)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_to_the_whole_process_group_stops_training_cleanly(tmp_path, signum):
     # What Ctrl-C, `timeout` and job schedulers do: every process of the run

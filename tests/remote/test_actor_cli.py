@@ -95,6 +95,7 @@ def _wait_for_tasks(driver, tasks, timeout=120.0, min_batches=1):
     return seen
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_actors_die_join_and_leave_while_the_learner_goes_on(learner, processes):
     port = learner.remote.port
@@ -123,6 +124,7 @@ def test_actors_die_join_and_leave_while_the_learner_goes_on(learner, processes)
     assert "has not answered for 3 s" in processes.log("actor2")
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_a_learner_whose_actors_all_died_starves_with_their_last_sighting(learner, processes):
     actor = processes.actor(0, learner.remote.port)
@@ -144,6 +146,7 @@ def test_bad_actor_settings_exit_2_with_one_line(processes):
     assert "--task must be an integer >= 0, got -1" in processes.log("bad_task")
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_sigterm_while_waiting_for_the_learner_exits_0_at_once(processes):
     proc = processes.start("waiting", [

@@ -8,6 +8,7 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
+@pytest.mark.slow
 def test_benchmark_smoke_run_reports_every_figure(tmp_path):
     out = tmp_path / "bench.json"
     result = subprocess.run(
@@ -31,6 +32,7 @@ def test_benchmark_smoke_run_reports_every_figure(tmp_path):
     assert report["ratios"]["actor_only/raw_env"] == pytest.approx(sum(ratio) / 2)
 
 
+@pytest.mark.slow
 def test_remote_benchmark_compares_actor_processes_with_in_process_collection(tmp_path):
     out = tmp_path / "bench.json"
     result = subprocess.run(

@@ -3,9 +3,12 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
+@pytest.mark.slow
 def test_scaling_smoke_run_reports_both_sweeps_and_plots(tmp_path):
     out, png = tmp_path / "scaling.json", tmp_path / "scaling.png"
     result = subprocess.run(

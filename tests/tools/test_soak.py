@@ -3,9 +3,12 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
+@pytest.mark.slow
 def test_soak_smoke_run_samples_memory_and_threads(tmp_path):
     out = tmp_path / "soak.json"
     result = subprocess.run(
@@ -23,6 +26,7 @@ def test_soak_smoke_run_samples_memory_and_threads(tmp_path):
     assert all(s["workers_pss_mib"] == 0 for s in samples)  # no env worker processes
 
 
+@pytest.mark.slow
 def test_soak_samples_the_env_workers_memory(tmp_path):
     out = tmp_path / "soak.json"
     result = subprocess.run(

@@ -36,6 +36,7 @@ def test_medians_take_each_phase_over_the_runs_that_have_it():
     assert startup.medians(runs) == dict(wall=2.0, reached=2.0)
 
 
+@pytest.mark.slow
 def test_a_real_run_reports_phases_that_fit_in_its_wall_time():
     result = subprocess.run(
         [sys.executable, "tools/startup.py", "--seeds=1", "--stop_at_return=1e9",

@@ -3,9 +3,12 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
+@pytest.mark.slow
 def test_random_start_stop_cycles_are_prompt_and_leak_no_thread():
     result = subprocess.run(
         [sys.executable, "tools/stress_shutdown.py", "--cycles=12", "--max_run_secs=0.8",

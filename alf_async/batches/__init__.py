@@ -1,0 +1,17 @@
+"""Learn batches: how the learner's batches are made from unrolls, behind one interface.
+
+A source gives the driver `shape(T, B)` (the batch's `(Q', T', B')`),
+`threads(coord, queues)`, `next(updates_ahead)` (None once stopped),
+`describe(env_steps)`, `summaries()`, `diagnose()`, `save()` and `close()`.
+
+- `FreshBatches` (`exp_replayer='one_time'`): Q new unrolls per batch, with
+  the `max_policy_lag` filter, deterministic permits and mix-in replay as
+  options.
+- `UniformReplayBatches` (`exp_replayer='uniform'`): windows sampled from a
+  Reverb replay table at a controlled replay ratio.
+"""
+
+from alf_async.batches.fresh import FreshBatches
+from alf_async.batches.uniform import UniformReplayBatches
+
+__all__ = ["FreshBatches", "UniformReplayBatches"]

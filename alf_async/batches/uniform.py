@@ -1,0 +1,72 @@
+"""`UniformReplayBatches`: learn batches sampled from a replay table (ALF's
+`exp_replayer='uniform'`), for off-policy learners (SAC, DQN)."""
+
+from typing import Callable, Optional
+
+import tensorflow as tf
+
+from alf_async.experience import LearnBatch
+from alf_async.replay import UniformReplay
+from alf_async.threads import ReplayWriterThread
+
+
+class UniformReplayBatches:
+    """Unrolls go into a `UniformReplay`; each learn batch is windows sampled from it.
+
+    A `ReplayWriterThread` moves unrolls from the learn queue into the table;
+    the table's rate limiter holds the replay ratio (its settings are
+    `UniformReplay`'s in gin).
+
+    Thread-safety: `next()` is called by one thread at a time; `save()` and
+    `close()` by the trainer's thread (`close()` once no thread samples).
+    """
+
+    def __init__(self, unroll_spec, algorithm, should_stop: Callable[[], bool],
+                 replay_dir: Optional[str] = None):
+        """
+        Args:
+            unroll_spec: spec of one unroll (`[T, B, ...]` leaves).
+            algorithm: its policy must be feed-forward (replayed windows
+                carry no recurrent state).
+            should_stop: ends a wait for samples (the coordinator's).
+            replay_dir: where a `UniformReplay` with `save_buffer` keeps its
+                content (the trainer passes `root_dir/replay`).
+        """
+        if tf.nest.flatten(algorithm.policy_state_spec):
+            raise ValueError("exp_replayer='uniform' needs a feed-forward policy (replayed "
+                             "windows carry no recurrent state)")
+        self.replay = UniformReplay(unroll_spec, checkpoint_dir=replay_dir)
+        self._should_stop = should_stop
+
+    def shape(self, unused_unroll_length: int, unused_batch_size: int) -> tuple:
+        """`(batch_size, sequence_length, 1)`: each window is one unroll of one sub-env."""
+        return self.replay.batch_size, self.replay.sequence_length, 1
+
+    def threads(self, coord: tf.train.Coordinator, queues) -> list:
+        """The writer thread, from the learn queue into the table."""
+        return [ReplayWriterThread("ReplayWriterThread", coord, queues, self.replay)]
+
+    def next(self, unused_updates_ahead: int = 0) -> Optional[LearnBatch]:
+        """A learn batch of windows: experience `[batch_size, sequence_length, 1, ...]`.
+
+        Returns None once a stop was requested.
+        """
+        return self.replay.sample(self._should_stop)
+
+    def describe(self, unused_env_steps: int) -> str:
+        return (f"uniform replay at {self.replay.replay_ratio:g} windows per env step: "
+                f"{self.replay.batch_size} windows of {self.replay.sequence_length} steps")
+
+    def summaries(self) -> dict:
+        return {"replay/achieved_ratio": self.replay.achieved_ratio,
+                "replay/inserted_env_steps": self.replay.inserted_steps}
+
+    def diagnose(self) -> str:
+        return f", {self.replay.inserted_steps} env steps put in replay"
+
+    def save(self) -> None:
+        """Saves the buffer with `UniformReplay.save_buffer` (else nothing)."""
+        self.replay.save()
+
+    def close(self) -> None:
+        self.replay.close()

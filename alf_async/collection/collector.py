@@ -1,0 +1,111 @@
+"""`Collector`: a collection's threads and the log thread, under one coordinator."""
+
+import logging
+import time
+from typing import Callable, Sequence
+
+import tensorflow as tf
+
+from alf_async.errors import QUEUE_CLOSED, ThreadError
+from alf_async.metrics import EpisodeStats, StepMetrics
+from alf_async.queues import TFQueues
+from alf_async.threads import DriverThread, LogThread
+
+
+class Collector:
+    """Runs a collection (`LocalCollection` or `RemoteCollection`) and a log thread.
+
+    Unrolls (`[T, B, ...]` leaves) arrive on `queues.learn_queue`, of capacity
+    `learn_queue_cap`; `take(n)` removes `n` of them. Every unroll's rewards
+    and step types also reach the log thread, which keeps `stats` (and feeds
+    observers and metrics). The actor process uses a collector alone; the
+    `AsyncOffPolicyDriver` puts a learn-batch source behind one.
+
+    Thread-safety: `start()`, `stop()` and `close()` are called by one
+    thread; `take()` by one consumer thread at a time; any thread may read
+    `stats` and `metrics`.
+    """
+
+    def __init__(self, collection, learn_queue_cap: int, observers: Sequence[Callable] = (),
+                 metrics: Sequence = (), permits_per_env: int = 0):
+        """
+        Args:
+            collection: gives `specs`, `queue_sizes()`, `threads(coord,
+                queues)`, `num_streams`, `batch_size` and `close()`.
+            learn_queue_cap: Q, capacity of the learn queue.
+            observers: callables, each called in the log thread with every
+                unroll as a tf-agents `Trajectory` (leaves `[B, T, ...]`).
+            metrics: tf-agents step metrics of all streams' sub-envs.
+            permits_per_env: deterministic mode: unroll permits per env.
+        """
+        request, reply, unroll, log = collection.specs
+        streams, batch_size = collection.num_streams, collection.batch_size
+        self.collection = collection
+        self.metrics = StepMetrics(metrics, streams, batch_size) if metrics else None
+        self.stats = EpisodeStats(streams, batch_size)
+        self.queues = TFQueues(**collection.queue_sizes(), learn_queue_cap=learn_queue_cap,
+                               request_spec=request, reply_spec=reply, unroll_spec=unroll,
+                               log_spec=unroll if observers or metrics else log,
+                               permits_per_env=permits_per_env)
+        self.coord = tf.train.Coordinator()
+        self.threads = [*collection.threads(self.coord, self.queues),
+                        LogThread("LogThread", self.coord, self.queues, self.stats,
+                                  observers, self.metrics)]
+        self.compile_seconds = {}  # thread name -> seconds its prepare() took
+        self._started = False
+
+    def start(self, more: Sequence[DriverThread] = ()) -> None:
+        """Compiles every thread's TF functions (its own and `more`), then starts them.
+
+        Raises:
+            ThreadError: a thread's function failed to compile (names the
+                thread); no thread was started.
+        """
+        threads = [*self.threads, *more]
+        for thread in threads:
+            start = time.perf_counter()
+            try:
+                thread.prepare()
+            except Exception as error:
+                raise ThreadError(
+                    f"{thread.name} failed: {type(error).__name__}: {error}") from error
+            self.compile_seconds[thread.name] = time.perf_counter() - start
+        self._started = True
+        for thread in threads:
+            thread.start()
+
+    def take(self, n: int):
+        """`n` unrolls from the learn queue: leaves `[n, T, B, ...]`.
+
+        Raises:
+            ThreadError: a thread failed (names it).
+            RuntimeError: stopped.
+        """
+        try:
+            return self.queues.learn_queue.dequeue_many(n)
+        except QUEUE_CLOSED:
+            self.raise_stopped()
+
+    def raise_stopped(self) -> None:
+        """Raises the first thread error, or RuntimeError: stopped."""
+        self.coord.raise_requested_exception()
+        raise RuntimeError("AsyncOffPolicyDriver was stopped")
+
+    def stop(self, more: Sequence[DriverThread], grace_secs: float,
+             error_seen: bool = False) -> None:
+        """Stops every thread and joins them (its own that it joins, and `more`).
+
+        Re-raises the first thread error unless `error_seen`. Safe before
+        `start()`.
+        """
+        self.coord.request_stop()
+        self.queues.close_all()
+        if not self._started:
+            return
+        own = [] if self.collection.joins_own_threads else self.threads[:-1]
+        try:
+            self.coord.join([*own, self.threads[-1], *more], stop_grace_period_secs=grace_secs)
+        except Exception:
+            if not error_seen:
+                raise
+            logging.debug("Thread error already raised by get_training_exps()")

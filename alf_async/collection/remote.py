@@ -1,0 +1,68 @@
+"""`RemoteCollection`: unrolls from actor processes on other hosts, through Reverb."""
+
+from typing import Callable
+
+import tensorflow as tf
+
+from alf_async.collection.local import check_env_specs, collection_specs
+
+
+class RemoteCollection:
+    """Actor processes (`python -m alf_async.actor`), each with E env threads.
+
+    Their unrolls reach this process through a `ReverbService`, whose reader
+    thread puts them on the learn queue; this process steps no env (it
+    builds env 0 only to read its specs).
+
+    Thread-safety: as `LocalCollection`.
+    """
+
+    def __init__(self, env_factory: Callable[[int], object], algorithm, num_envs: int,
+                 unroll_length: int, service: Callable):
+        """
+        Args:
+            env_factory: `env_id -> batched PyEnvironment`; env 0 is built
+                for its specs and batch size, then closed.
+            algorithm: an `alf_async.algorithms.contract.Algorithm`.
+            num_envs: E, env threads of each actor process.
+            unroll_length: T, steps per unroll.
+            service: `(unroll_spec=, num_envs=) -> ReverbService`.
+        """
+        probe = env_factory(0)
+        try:
+            check_env_specs(probe, 0, algorithm)
+            self.batch_size = probe.batch_size
+        finally:
+            probe.close()
+        self.num_envs = num_envs
+        self.specs = collection_specs(algorithm, self.batch_size, unroll_length)
+        self.service = service(unroll_spec=self.specs[2], num_envs=num_envs)
+        self.num_streams = self.service.num_streams  # global env ids
+        self.joins_own_threads = True  # the service's close() joins them
+
+    @staticmethod
+    def queue_sizes() -> dict:
+        """No env or actor queues here: the reader thread fills the learn queue."""
+        return dict(num_envs=0, num_actor_queues=0, actor_queue_cap=1)
+
+    def threads(self, coord: tf.train.Coordinator, queues) -> list:
+        """The service's unroll-reader and weights-publisher threads, not started."""
+        return self.service.threads(coord, queues)
+
+    def describe(self) -> str:
+        return (f"remote actor processes (port {self.service.port}), each "
+                f"{self.num_envs} env threads x {self.batch_size} sub-envs")
+
+    def summaries(self) -> dict:
+        return {"driver/actors_alive": self.service.actors_alive()}
+
+    @staticmethod
+    def busy_fractions() -> dict:
+        return {}  # the env and actor threads run in the actor processes
+
+    def diagnose(self, unused_queues) -> str:
+        return self.service.diagnose()
+
+    def close(self) -> None:
+        """Joins the service's threads (their stop must be requested), stops its server."""
+        self.service.close()

@@ -1,0 +1,74 @@
+"""`LocalCollection` in a driver: env restarts, policy reads, busy fractions."""
+
+import threading
+import time
+
+import numpy as np
+import tensorflow as tf
+
+from alf_async.drivers import AsyncOffPolicyDriver
+from fakes import CountingEnv, CountingPolicy, gin_bound, learning_driver, timed_stop
+
+B = 3
+
+
+def test_restart_failed_envs_replaces_the_env_and_training_goes_on():
+    made = []
+
+    def factory(i):
+        made.append(CountingEnv(i, B, fail_at=7 if i == 1 else None))
+        return made[-1]
+
+    with gin_bound({"LocalCollection.restart_failed_envs": True}):
+        driver = AsyncOffPolicyDriver(factory, CountingPolicy(CountingEnv(0, B)), None,
+                                      num_envs=2, actor_queue_cap=1, unroll_length=4,
+                                      learn_queue_cap=2)
+    driver.start()
+    try:
+        for _ in range(10):
+            batch = driver.get_training_exps()
+            counts = batch.experience.time_step.observation.numpy()[..., 2]
+            # No unroll spans a restart: counts stay consecutive.
+            np.testing.assert_array_equal(np.diff(counts, axis=1), 1)
+        restarts = driver.summaries()["driver/env_restarts"]
+        assert restarts >= 1
+    finally:
+        timed_stop(driver)
+    assert len(made) == 2 + driver.summaries()["driver/env_restarts"]
+    assert all(env.closed for env in made)
+
+
+def test_actors_read_the_weights_when_requests_arrive_not_when_they_start_waiting():
+    version = tf.Variable(0, dtype=tf.int64)
+    driver = learning_driver(version)
+    gate = threading.Event()
+    for env in driver.collection.envs:
+        env.step = lambda action, step=env.step: gate.wait(10) and step(action)
+    driver.start()
+    time.sleep(0.5)  # the actor is now waiting inside its compiled call
+    version.assign(7)
+    gate.set()
+    try:
+        versions = driver.get_training_exps().experience.policy_version.numpy()
+    finally:
+        timed_stop(driver)
+    # Step 0 was requested before the bump; every later request after it.
+    assert (versions[:, 1:] == 7).all(), versions[:, :, 0]
+
+
+def test_busy_fractions_point_at_the_slow_stage():
+    driver = learning_driver(None)
+    for env in driver.collection.envs:  # a slow env: the actor mostly waits for it
+        env.step = lambda action, step=env.step: time.sleep(0.005) or step(action)
+    driver.start()
+    try:
+        for _ in range(2):  # every thread has traced and run: start-up is out of the window
+            driver.get_training_exps()
+        driver.busy_fractions()  # start the window here
+        for _ in range(16):
+            driver.get_training_exps()
+        busy = driver.busy_fractions()
+    finally:
+        timed_stop(driver)
+    assert 0.5 < busy["env_busy"] <= 1.0, busy
+    assert 0.0 < busy["actor_busy"] < busy["env_busy"], busy
