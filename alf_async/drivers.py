@@ -116,7 +116,6 @@ class AsyncOffPolicyDriver:
                  deterministic: bool = False,
                  seed: Optional[int] = None,
                  observers: Sequence[Callable] = (),
-                 metrics: Sequence = (),
                  remote: Optional[Callable] = None,
                  replay_dir: Optional[str] = None):
         """
@@ -142,10 +141,10 @@ class AsyncOffPolicyDriver:
                 `FreshBatches`). Needs `seed`, and Q divisible by E.
             seed: seeds sampling (actions in deterministic mode, replay).
             observers: callables, each called in the log thread with every
-                unroll as a tf-agents `Trajectory` (leaves `[B, T, ...]`).
-            metrics: tf-agents step metrics of E * B sub-envs (e.g.
-                `tf_metrics.AverageReturnMetric(batch_size=E * B)`), updated in
-                the log thread (`StepMetrics`); `summaries()` gives their results.
+                unroll as a tf-agents `Trajectory` (leaves `[B, T, ...]`), and,
+                as in tf-agents drivers, step metrics of E * B sub-envs (e.g.
+                `tf_metrics.AverageReturnMetric(batch_size=E * B)`), whose
+                results `summaries()` gives.
             remote: `(unroll_spec=, num_envs=) -> ReverbService`: collection runs
                 in actor processes (`python -m alf_async.actor`), each with
                 `num_envs` env threads.
@@ -168,7 +167,7 @@ class AsyncOffPolicyDriver:
                                  deterministic, seed))
         try:
             self._collector = Collector(
-                self.collection, learn_queue_cap, observers, metrics,
+                self.collection, learn_queue_cap, observers,
                 permits_per_env=learn_queue_cap // num_envs if deterministic else 0)
             self.batches = self._make_batches(exp_replayer, algorithm, seed, replay_dir)
         except Exception:

@@ -98,6 +98,7 @@ class _Progress:
     """Rates and the console line, measured from the start of this run."""
 
     def __init__(self, counters: _Counters, report_return: Optional[float]):
+        self._counters = counters
         self._start_time = time.time()
         self._start_steps = int(counters.env_steps)
         self._last_log = 0.0
@@ -105,10 +106,10 @@ class _Progress:
         self.reached_at = None
         self._steady = None  # (time, env steps) at the end of the first iteration
 
-    def mark_first_iteration(self, env_steps: int) -> None:
+    def mark_first_iteration(self) -> None:
         """The first iteration traces and optimises the learner's update: the ETA
         is computed from the rate after it."""
-        self._steady = (time.time(), env_steps)
+        self._steady = (time.time(), int(self._counters.env_steps))
 
     def eta(self, env_steps: int, num_env_steps: Optional[int]) -> str:
         """`' | ETA 12 s'`, or '' before the rate after the first iteration is known."""
@@ -349,6 +350,29 @@ def _write_result(root_dir: str, result: dict) -> None:
         json.dump(result, f, indent=1)
 
 
+def _iterate(loop: LearnerLoop, hooks: _Hooks, done: _StopCondition,
+             timeline: _Timeline, progress: _Progress) -> None:
+    """Learner iterations until `done`; the compile-heavy first one is marked apart."""
+    average_return, first = float("nan"), True
+    while not done(average_return):
+        loop.step()
+        if first:
+            timeline.mark("first iteration")
+            progress.mark_first_iteration()
+            first = False
+        average_return = hooks.after_iteration()
+
+
+def _save_and_export(manager, counters: _Counters, algorithm, root_dir: str,
+                     worker: int) -> None:
+    """The final checkpoint; the chief exports the policy, other workers drop theirs."""
+    manager.save(checkpoint_number=counters.iteration)
+    if worker == 0:
+        export_policy(algorithm, root_dir)
+    else:
+        shutil.rmtree(manager.directory, ignore_errors=True)
+
+
 @gin.configurable(module="alf_async")
 def train(root_dir: str,
           algorithm_class: Callable = PPOAlgorithm,
@@ -424,24 +448,13 @@ def train(root_dir: str,
             with writer.as_default(), tf.summary.record_if(
                     lambda: tf.equal(learner.train_step % summary_interval, 0)):
                 tf.summary.text("config/operative_gin", config, step=counters.iteration)
-                average_return, first = float("nan"), True
-                while not done(average_return):
-                    loop.step()
-                    if first:
-                        timeline.mark("first iteration")
-                        progress.mark_first_iteration(int(counters.env_steps))
-                        first = False
-                    average_return = hooks.after_iteration()
+                _iterate(loop, hooks, done, timeline, progress)
                 with tf.summary.record_if(True):  # the final state, whatever the interval
                     hooks.write_metrics()
         finally:
             driver.stop()
         timeline.mark("training")
-        manager.save(checkpoint_number=counters.iteration)
-        if worker == 0:
-            export_policy(algorithm, root_dir)
-        else:
-            shutil.rmtree(manager.directory, ignore_errors=True)
+        _save_and_export(manager, counters, algorithm, root_dir, worker)
         writer.flush()
         timeline.mark("checkpoint and export")
         timeline.log()

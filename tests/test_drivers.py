@@ -266,7 +266,7 @@ def test_observers_see_every_unroll_and_metrics_agree_with_the_driver_statistics
                                          int(traj.observation[0, 0, 2]), traj.reward.shape))
     metrics = [tf_metrics.AverageReturnMetric(batch_size=6),
                tf_metrics.NumberOfEpisodes(), tf_metrics.EnvironmentSteps()]
-    driver = learning_driver(None, observers=[observer], metrics=metrics)
+    driver = learning_driver(None, observers=[observer, *metrics])  # as tf-agents drivers
     driver.start()
     try:
         for _ in range(10):

@@ -5,6 +5,7 @@ import time
 from typing import Callable, Sequence
 
 import tensorflow as tf
+from tf_agents.metrics import tf_metric
 
 from alf_async.errors import QUEUE_CLOSED, ThreadError
 from alf_async.metrics import EpisodeStats, StepMetrics
@@ -27,17 +28,21 @@ class Collector:
     """
 
     def __init__(self, collection, learn_queue_cap: int, observers: Sequence[Callable] = (),
-                 metrics: Sequence = (), permits_per_env: int = 0):
+                 permits_per_env: int = 0):
         """
         Args:
             collection: gives `specs`, `queue_sizes()`, `threads(coord,
                 queues)`, `num_streams`, `batch_size` and `close()`.
             learn_queue_cap: Q, capacity of the learn queue.
-            observers: callables, each called in the log thread with every
-                unroll as a tf-agents `Trajectory` (leaves `[B, T, ...]`).
-            metrics: tf-agents step metrics of all streams' sub-envs.
+            observers: as tf-agents drivers take them: callables, each called
+                in the log thread with every unroll as a `Trajectory` (leaves
+                `[B, T, ...]`), and tf-agents step metrics of all streams'
+                sub-envs (`batch_size = num_streams * B`), fed through a
+                `StepMetrics` (each stream its own columns).
             permits_per_env: deterministic mode: unroll permits per env.
         """
+        metrics = [o for o in observers if isinstance(o, tf_metric.TFStepMetric)]
+        observers = [o for o in observers if not isinstance(o, tf_metric.TFStepMetric)]
         request, reply, unroll, log = collection.specs
         streams, batch_size = collection.num_streams, collection.batch_size
         self.collection = collection
