@@ -1,19 +1,15 @@
 """`AsyncOffPolicyDriver`: a collection, its queues and threads, and a learn-batch source."""
 
-import contextlib
 import inspect
-import threading
 from typing import Callable, Optional, Sequence
 
 import gin
 import numpy as np
 import tensorflow as tf
 
-from alf_async.batches import FreshBatches, UniformReplayBatches
+from alf_async.batches import FreshBatches, LearnFeed, UniformReplayBatches
 from alf_async.collection import Collector, LocalCollection, RemoteCollection
-from alf_async.errors import LearnerStarvedError, ThreadError, stop_with_error
 from alf_async.experience import LearnBatch
-from alf_async.threads import DriverThread
 
 
 def check_sizes(num_envs: int, num_actor_queues: int, unroll_length: int,
@@ -58,6 +54,14 @@ def check_modes(exp_replayer: str, deterministic: bool, remote, num_envs: int,
         raise ValueError(f"AsyncOffPolicyDriver.deterministic=True needs {need}")
 
 
+def batch_mebibytes(unroll_spec, unroll_steps: int, learn_batch_shape: tuple) -> float:
+    """MiB of a `[Q', T', B', ...]` learn batch made of unrolls of `unroll_spec`
+    (`unroll_steps` = T * B steps each; pixels stay uint8: 1 byte each)."""
+    unroll_bytes = sum(int(np.prod(spec.shape)) * spec.dtype.size
+                       for spec in tf.nest.flatten(unroll_spec))
+    return unroll_bytes * int(np.prod(learn_batch_shape)) / unroll_steps / 2**20
+
+
 def check_fresh_options_unused() -> None:
     """Raises ValueError if gin sets a `FreshBatches` option that uniform replay ignores."""
     defaults = inspect.signature(FreshBatches.__init__).parameters
@@ -83,10 +87,9 @@ class AsyncOffPolicyDriver:
     Every reply is stamped with `policy_version`, the number of learner
     updates completed when the policy read its weights.
 
-    Thread-safety: `start()`, `run_async()` and `stop()` are called from
-    one thread (the trainer's). `get_training_exps()` is called either by
-    that thread or, once the learner loop prefetches, by the prefetch thread
-    alone.
+    Thread-safety: `start()`, `get_training_exps()`, `run_async()` and
+    `stop()` are called from one thread (the trainer's); a learner loop's
+    prefetch thread takes batches through `feed`.
 
     Attributes:
         num_envs: E, env threads (of each actor process, with remote actors).
@@ -96,10 +99,10 @@ class AsyncOffPolicyDriver:
         deterministic: whether the driver runs in the reproducible mode.
         collection: the `LocalCollection` or `RemoteCollection`.
         batches: the `FreshBatches` or `UniformReplayBatches`.
+        feed: the `LearnFeed` a `LearnerLoop` takes the batches from.
         remote: the `ReverbService` of remote actors, or None.
         stats: `EpisodeStats` of every stream's finished episodes.
-        compile_seconds: thread name -> seconds its TF functions took to
-            compile in `start()`.
+        compile_seconds: thread name -> seconds `start()` took to compile it.
     """
 
     STOP_GRACE_SECS = 1.5  # how long `stop()` waits for the threads
@@ -140,14 +143,11 @@ class AsyncOffPolicyDriver:
                 and learn batches in env order (`LocalCollection`,
                 `FreshBatches`). Needs `seed`, and Q divisible by E.
             seed: seeds sampling (actions in deterministic mode, replay).
-            observers: callables, each called in the log thread with every
-                unroll as a tf-agents `Trajectory` (leaves `[B, T, ...]`), and,
-                as in tf-agents drivers, step metrics of E * B sub-envs (e.g.
-                `tf_metrics.AverageReturnMetric(batch_size=E * B)`), whose
-                results `summaries()` gives.
-            remote: `(unroll_spec=, num_envs=) -> ReverbService`: collection runs
-                in actor processes (`python -m alf_async.actor`), each with
-                `num_envs` env threads.
+            observers: as tf-agents drivers take them (see `Collector`):
+                callables given every unroll as a `Trajectory`, and step
+                metrics of E * B sub-envs, whose results `summaries()` gives.
+            remote: `(unroll_spec=, num_envs=) -> ReverbService`: actor
+                processes (`python -m alf_async.actor`) collect instead.
             replay_dir: where a `UniformReplay` with `save_buffer` keeps its
                 content (the trainer passes `root_dir/replay`).
         """
@@ -159,7 +159,6 @@ class AsyncOffPolicyDriver:
                          tf.Variable(0, dtype=tf.int64, trainable=False))
         self.num_envs, self.unroll_length = num_envs, unroll_length
         self.learn_queue_cap, self.deterministic = learn_queue_cap, deterministic
-        self._timeout = learner_queue_timeout
         self.collection = (
             RemoteCollection(env_factory, algorithm, num_envs, unroll_length, remote) if remote
             else LocalCollection(env_factory, algorithm, self._version, num_envs,
@@ -174,13 +173,14 @@ class AsyncOffPolicyDriver:
             self.collection.close()
             raise
         self._more_threads = self.batches.threads(self._collector.coord, self._collector.queues)
+        self.feed = LearnFeed(self._collector, self.batches, learner_queue_timeout,
+                              self.diagnose, deterministic)
         self.batch_size = self.collection.batch_size
         self.remote = getattr(self.collection, "service", None)
         self.stats = self._collector.stats
         self.compile_seconds = self._collector.compile_seconds  # filled by start()
-        self._helpers = []  # threads started for others (the prefetch thread)
-        self._learner_loop = None  # attached by a LearnerLoop
-        self._started = self._stopped = self._error_raised = False
+        self._learner_loop = None  # attached by the trainer
+        self._started = False
 
     def _make_batches(self, exp_replayer: str, algorithm, seed, replay_dir):
         collector = self._collector
@@ -201,12 +201,9 @@ class AsyncOffPolicyDriver:
         return self.batches.shape(self.unroll_length, self.batch_size)
 
     def describe(self) -> str:
-        """One line on where experience comes from and what a learn batch holds
-        (its size: pixels stay uint8 and count 1 byte each)."""
-        q, t, b = self.learn_batch_shape
-        unroll_bytes = sum(int(np.prod(spec.shape)) * spec.dtype.size  # [T, B, ...] leaves
-                           for spec in tf.nest.flatten(self._collector.queues.learn_queue.spec))
-        mib = unroll_bytes * q * t * b / (self.unroll_length * self.batch_size) / 2**20
+        """One line on where experience comes from and what a learn batch holds."""
+        mib = batch_mebibytes(self._collector.queues.learn_queue.spec,
+                              self.unroll_length * self.batch_size, self.learn_batch_shape)
         frames = self.learn_queue_cap * self.unroll_length * self.batch_size
         return (f"{self.collection.describe()}, unroll_length {self.unroll_length}, "
                 f"learn_queue_cap {self.learn_queue_cap} "
@@ -230,7 +227,7 @@ class AsyncOffPolicyDriver:
         self.batches.save()
 
     def learn_queue_size(self) -> int:
-        return int(self._collector.queues.learn_queue.size())
+        return self.feed.queue_size()
 
     def start(self) -> None:
         """Compiles the threads' TF functions, then starts every thread.
@@ -258,56 +255,20 @@ class AsyncOffPolicyDriver:
             RuntimeError: the driver was stopped (also when unrolls are still
                 queued: nothing is returned after `stop()`).
         """
-        try:
-            return self.next_learn_batch()
-        except (ThreadError, LearnerStarvedError, RuntimeError):
-            self._error_raised = True  # stop() need not raise it again
-            raise
-
-    def next_learn_batch(self, updates_ahead: int = 0) -> LearnBatch:
-        """`get_training_exps()` for a helper thread, e.g. the learner loop's prefetch.
-
-        Its errors are still re-raised by `stop()`. `updates_ahead`: how many
-        learner updates later the batch will be trained on (`FreshBatches`
-        counts `max_policy_lag` at that update).
-        """
-        if self._stopped:
-            raise RuntimeError("AsyncOffPolicyDriver was stopped")
-        with self._watchdog():
-            batch = self.batches.next(updates_ahead)
-        if batch is None:
-            self._collector.raise_stopped()
-        return batch
-
-    @contextlib.contextmanager
-    def _watchdog(self):
-        """Stops the driver with `LearnerStarvedError` if the block takes too long."""
-        watchdog = threading.Timer(self._timeout, self._starved)
-        watchdog.daemon = True
-        watchdog.start()
-        try:
-            yield
-        finally:
-            watchdog.cancel()
+        return self.feed.take()
 
     def diagnose(self) -> str:
         """One line on the state of every stage, to tell which one starves."""
         return (f"{self.collection.diagnose(self._collector.queues)}, learn queue "
-                f"{self.learn_queue_size()}/{self.learn_queue_cap}{self.batches.diagnose()}")
-
-    def _starved(self) -> None:
-        stop_with_error(self._collector.coord, self._collector.queues.close_all,
-                        LearnerStarvedError(f"No learn batch within learner_queue_timeout="
-                                            f"{self._timeout}s: {self.diagnose()}"))
+                f"{self.feed.queue_size()}/{self.learn_queue_cap}{self.batches.diagnose()}")
 
     def attach(self, learner_loop) -> None:
-        """Makes `run_async()` run `learner_loop.step()` (`LearnerLoop` calls this)."""
+        """Makes `run_async()` run `learner_loop.step()` (the trainer attaches its loop)."""
         self._learner_loop = learner_loop
 
     def run_async(self) -> int:
-        """ALF's name for the attached `LearnerLoop.step()`: trains on one learn batch.
-
-        Returns its env steps. The trainer calls the loop itself.
+        """ALF's name for one learner iteration: the attached `LearnerLoop` trains on
+        one learn batch, which it takes from `feed`. Returns its env steps.
 
         Raises:
             ThreadError, LearnerStarvedError, RuntimeError: as
@@ -317,22 +278,6 @@ class AsyncOffPolicyDriver:
             raise RuntimeError("run_async() needs a LearnerLoop attached to the driver")
         return self._learner_loop.step()
 
-    def start_helper_thread(self, make: Callable) -> DriverThread:
-        """Starts `make(coordinator, close_queues)`, a thread that `stop()` joins.
-
-        For threads of others that take learn batches (the learner loop's
-        prefetch thread): they stop, fail and are joined like the driver's.
-        """
-        thread = make(self._collector.coord, self._collector.queues.close_all)
-        self._helpers.append(thread)
-        thread.start()
-        return thread
-
-    def raise_stopped(self) -> None:
-        """Raises the first thread error, or RuntimeError: the driver was stopped."""
-        self._error_raised = True
-        self._collector.raise_stopped()
-
     def stop(self) -> None:
         """Stops and joins every thread, then closes the envs and the batch source.
 
@@ -340,12 +285,11 @@ class AsyncOffPolicyDriver:
         thread hit (a `ThreadError` naming it) unless `get_training_exps()`
         already raised it.
         """
-        if self._stopped:
+        if self.feed.closed:
             return
-        self._stopped = True
+        self.feed.close()
         try:
-            self._collector.stop([*self._more_threads, *self._helpers], self.STOP_GRACE_SECS,
-                                 error_seen=self._error_raised)
+            self._collector.stop(self.STOP_GRACE_SECS, error_seen=self.feed.error_seen)
         finally:
             self.collection.close()
             self.batches.close()

@@ -8,7 +8,9 @@ and `get_training_exps()` re-raise; `python -m alf_async.train` exits with 1
 and prints it.
 """
 
+import contextlib
 import sys
+import threading
 from typing import Callable
 
 import tensorflow as tf
@@ -42,3 +44,39 @@ def stop_with_error(coord: tf.train.Coordinator, close_queues: Callable[[], None
     except type(error):
         coord.request_stop(sys.exc_info())
     close_queues()
+
+
+class StarvationWatchdog:
+    """Fails a wait for a learn batch that takes longer than `timeout` seconds.
+
+    Thread-safety: `guard()` is entered by one thread at a time (the one
+    taking learn batches); the failure is reported from a timer thread.
+    """
+
+    def __init__(self, timeout: float, fail: Callable[[BaseException], None],
+                 diagnose: Callable[[], str]):
+        """
+        Args:
+            timeout: seconds a wait may take (`learner_queue_timeout`).
+            fail: stops the driver with the `LearnerStarvedError` given.
+            diagnose: `() -> str`, one line on every stage of the pipeline,
+                read when the time is up.
+        """
+        self._timeout = timeout
+        self._fail = fail
+        self._diagnose = diagnose
+
+    @contextlib.contextmanager
+    def guard(self):
+        """Fails the driver with `LearnerStarvedError` if the block takes too long."""
+        timer = threading.Timer(self._timeout, self._starved)
+        timer.daemon = True
+        timer.start()
+        try:
+            yield
+        finally:
+            timer.cancel()
+
+    def _starved(self) -> None:
+        self._fail(LearnerStarvedError(f"No learn batch within learner_queue_timeout="
+                                       f"{self._timeout}s: {self._diagnose()}"))

@@ -68,23 +68,24 @@ class PrefetchThread(DriverThread):
 
 @gin.configurable(module="alf_async")
 class LearnerLoop:
-    """Feeds a `Learner` with the learn batches of an `AsyncOffPolicyDriver`.
+    """Feeds a `Learner` with the learn batches of a driver's `LearnFeed`.
 
-    Attaches itself to the driver, whose `run_async()` (ALF's name) is then
-    `step()`. The driver needs the learner's `train_step` only (the policy
-    version it stamps on experience); everything else about learning is here.
+    The trainer calls `step()` (and attaches the loop to the driver, whose
+    `run_async()`, ALF's name, is then `step()`). The driver needs the
+    learner's `train_step` only (the policy version it stamps on
+    experience); everything else about learning is here.
 
     Thread-safety: `step()` is called from one thread (the trainer's); the
-    prefetch thread it starts calls the driver's `get_training_exps()` and the
-    learner's `place()`.
+    prefetch thread it starts calls the feed's `next()` and the learner's
+    `place()`.
     """
 
-    def __init__(self, learner, driver, prefetch_depth: int = 1):
+    def __init__(self, learner, feed, prefetch_depth: int = 1):
         """
         Args:
             learner: provides `place(LearnBatch) -> DeviceBatch` and
                 `update(DeviceBatch, clock)`.
-            driver: the `AsyncOffPolicyDriver` to take learn batches from.
+            feed: the driver's `LearnFeed` (`driver.feed`).
             prefetch_depth: learn batches dequeued and placed on the
                 learner's devices ahead of the update that uses them (0:
                 fetch each batch when it is needed). Deterministic drivers
@@ -94,11 +95,10 @@ class LearnerLoop:
             raise ValueError(f"LearnerLoop.prefetch_depth must be an integer >= 0, "
                              f"got {prefetch_depth!r}")
         self._learner = learner
-        self._driver = driver
-        self.prefetch_depth = 0 if driver.deterministic else prefetch_depth
+        self._feed = feed
+        self.prefetch_depth = 0 if feed.deterministic else prefetch_depth
         self._prefetcher = None  # started by the first step()
         self.clock = StageClock()
-        driver.attach(self)
 
     def step(self) -> int:
         """Trains the learner on one learn batch; returns its env steps.
@@ -108,16 +108,16 @@ class LearnerLoop:
         in `self.clock`, and samples the learn-queue depth.
 
         Raises:
-            ThreadError, LearnerStarvedError, RuntimeError: as the driver's
-                `get_training_exps()`.
+            ThreadError, LearnerStarvedError, RuntimeError: as the feed's
+                `next()`.
         """
-        self.clock.observe("learn_queue_depth", self._driver.learn_queue_size())
+        self.clock.observe("learn_queue_depth", self._feed.queue_size())
         start = time.perf_counter()
         if self.prefetch_depth:
             placed = self._next_prefetched()
             self.clock.add("dequeue_wait", time.perf_counter() - start)
         else:
-            batch = self._driver.get_training_exps()
+            batch = self._feed.take()
             fetched = time.perf_counter()
             self.clock.add("dequeue_wait", fetched - start)
             placed = self._learner.place(batch)
@@ -129,13 +129,13 @@ class LearnerLoop:
     def _next_prefetched(self):
         if self._prefetcher is None:
             # A prefetched batch is trained on up to `depth` updates later:
-            # the driver counts its policy lag at that update.
-            fetch = lambda: self._driver.next_learn_batch(updates_ahead=self.prefetch_depth)
-            self._prefetcher = self._driver.start_helper_thread(
+            # the batch source counts its policy lag at that update.
+            fetch = lambda: self._feed.next(updates_ahead=self.prefetch_depth)
+            self._prefetcher = self._feed.start_thread(
                 lambda coord, close: PrefetchThread(
                     "PrefetchThread", coord, close, fetch, self._learner.place,
                     self.prefetch_depth, lambda seconds: self.clock.add("load", seconds)))
         placed = self._prefetcher.get()
         if placed is None:
-            self._driver.raise_stopped()
+            self._feed.raise_stopped()
         return placed

@@ -225,7 +225,8 @@ def build(algorithm_class: Callable = PPOAlgorithm, seed: Optional[int] = None,
     driver = AsyncOffPolicyDriver(env_factory, algorithm, learner.train_step, seed=seed,
                                   remote=remote, replay_dir=replay_dir)
     learner.check_batch_shape(*driver.learn_batch_shape)
-    loop = LearnerLoop(learner, driver)
+    loop = LearnerLoop(learner, driver.feed)
+    driver.attach(loop)  # run_async() (ALF's name) runs the loop
     if driver.deterministic:
         # Kernels too must reduce in a fixed order (matters on GPUs).
         tf.config.experimental.enable_op_determinism()

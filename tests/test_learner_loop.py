@@ -35,7 +35,9 @@ class _RecordingLearner:
 
 def _loop(learner, prefetch_depth=1, **kwargs):
     driver = learning_driver(learner.train_step, **kwargs)
-    return LearnerLoop(learner, driver, prefetch_depth=prefetch_depth), driver
+    loop = LearnerLoop(learner, driver.feed, prefetch_depth=prefetch_depth)
+    driver.attach(loop)
+    return loop, driver
 
 
 @pytest.mark.parametrize("prefetch_depth", [0, 1, 2])

@@ -9,9 +9,14 @@ A source gives the driver `shape(T, B)` (the batch's `(Q', T', B')`),
   options.
 - `UniformReplayBatches` (`exp_replayer='uniform'`): windows sampled from a
   Reverb replay table at a controlled replay ratio.
+
+`LearnFeed` is where the learner takes a source's batches (the driver's
+`get_training_exps()`, the learner loop's prefetch), bounded by the
+starvation watchdog.
 """
 
+from alf_async.batches.feed import LearnFeed
 from alf_async.batches.fresh import FreshBatches
 from alf_async.batches.uniform import UniformReplayBatches
 
-__all__ = ["FreshBatches", "UniformReplayBatches"]
+__all__ = ["FreshBatches", "LearnFeed", "UniformReplayBatches"]

@@ -7,7 +7,7 @@ from typing import Callable, Sequence
 import tensorflow as tf
 from tf_agents.metrics import tf_metric
 
-from alf_async.errors import QUEUE_CLOSED, ThreadError
+from alf_async.errors import QUEUE_CLOSED, ThreadError, stop_with_error
 from alf_async.metrics import EpisodeStats, StepMetrics
 from alf_async.queues import TFQueues
 from alf_async.threads import DriverThread, LogThread
@@ -57,6 +57,7 @@ class Collector:
                         LogThread("LogThread", self.coord, self.queues, self.stats,
                                   observers, self.metrics)]
         self.compile_seconds = {}  # thread name -> seconds its prepare() took
+        self._others = []  # threads of others (a batch source's, a prefetch thread)
         self._started = False
 
     def start(self, more: Sequence[DriverThread] = ()) -> None:
@@ -66,6 +67,7 @@ class Collector:
             ThreadError: a thread's function failed to compile (names the
                 thread); no thread was started.
         """
+        self._others.extend(more)
         threads = [*self.threads, *more]
         for thread in threads:
             start = time.perf_counter()
@@ -91,14 +93,28 @@ class Collector:
         except QUEUE_CLOSED:
             self.raise_stopped()
 
+    def start_thread(self, make: Callable) -> DriverThread:
+        """Starts `make(coordinator, close_queues)`, a thread that `stop()` joins.
+
+        For threads of others that take learn batches (the learner loop's
+        prefetch thread): they stop, fail and are joined like the collector's.
+        """
+        thread = make(self.coord, self.queues.close_all)
+        self._others.append(thread)
+        thread.start()
+        return thread
+
+    def fail(self, error: BaseException) -> None:
+        """Stops every thread with `error`, the one `raise_stopped()` raises if first."""
+        stop_with_error(self.coord, self.queues.close_all, error)
+
     def raise_stopped(self) -> None:
         """Raises the first thread error, or RuntimeError: stopped."""
         self.coord.raise_requested_exception()
         raise RuntimeError("AsyncOffPolicyDriver was stopped")
 
-    def stop(self, more: Sequence[DriverThread], grace_secs: float,
-             error_seen: bool = False) -> None:
-        """Stops every thread and joins them (its own that it joins, and `more`).
+    def stop(self, grace_secs: float, error_seen: bool = False) -> None:
+        """Stops every thread and joins them (its own that it joins, and the others').
 
         Re-raises the first thread error unless `error_seen`. Safe before
         `start()`.
@@ -109,7 +125,8 @@ class Collector:
             return
         own = [] if self.collection.joins_own_threads else self.threads[:-1]
         try:
-            self.coord.join([*own, self.threads[-1], *more], stop_grace_period_secs=grace_secs)
+            self.coord.join([*own, self.threads[-1], *self._others],
+                            stop_grace_period_secs=grace_secs)
         except Exception:
             if not error_seen:
                 raise

@@ -1,11 +1,12 @@
 """Learning curves read back from a training run's TensorBoard event files."""
 
+import glob
 import logging
 import os
 from typing import Dict
 
 import numpy as np
-from tensorboard.backend.event_processing import event_accumulator
+from tensorboard.backend.event_processing import event_accumulator, event_file_loader
 from tensorboard.util import tensor_util
 
 RETURN_TAG = "Metrics_vs_EnvironmentSteps/AverageReturn"
@@ -20,7 +21,9 @@ def load_curve(run_dir: str, tag: str = RETURN_TAG) -> Curve:
     """`tag` of `run_dir/train`, its NaN points (no episode finished yet) left out.
 
     `seconds` counts from the run's first event: the summary writer's creation,
-    after imports and building, before compiling. A resumed run's pause counts.
+    after imports and building, before compiling. A resumed run's pauses do not
+    count: each training process writes its own event file, and the time
+    between one file's last event and the next one's first is left out.
 
     Raises:
         ValueError: the run has no such scalar.
@@ -37,8 +40,25 @@ def load_curve(run_dir: str, tag: str = RETURN_TAG) -> Curve:
     value = np.array([float(tensor_util.make_ndarray(e.tensor_proto)) for e in events])
     keep = np.isfinite(value)
     return dict(env_steps=np.array([e.step for e in events], dtype=np.int64)[keep],
-                seconds=np.array([e.wall_time - acc.FirstEventTimestamp() for e in events])[keep],
+                seconds=active_seconds(train_dir, [e.wall_time for e in events])[keep],
                 value=value[keep])
+
+
+def active_seconds(train_dir: str, wall_times) -> np.ndarray:
+    """Seconds of training before each of `wall_times`, the pauses between the
+    event files of `train_dir` (one per training process) left out."""
+    spans = []  # (first, last) wall time of each file
+    for path in glob.glob(os.path.join(train_dir, "events.out.tfevents.*")):
+        walls = [event.wall_time for event in event_file_loader.EventFileLoader(path).Load()]
+        if walls:
+            spans.append((min(walls), max(walls)))
+    spans.sort()
+    starts = np.array([first for first, _ in spans])
+    paused = np.concatenate([[0.0], np.cumsum([spans[k + 1][0] - spans[k][1]
+                                                for k in range(len(spans) - 1)])])
+    walls = np.asarray(wall_times, dtype=np.float64)
+    segment = np.maximum(np.searchsorted(starts, walls, side="right") - 1, 0)
+    return walls - starts[0] - paused[segment]
 
 
 def downsample(curve: Curve, points: int = 100) -> Dict[str, list]:

@@ -192,7 +192,7 @@ class ActorProcess:
         finally:
             self.puller.stop()
             try:
-                self.collector.stop((), AsyncOffPolicyDriver.STOP_GRACE_SECS)
+                self.collector.stop(AsyncOffPolicyDriver.STOP_GRACE_SECS)
             finally:
                 self.collector.collection.close()
             self._writer.close()

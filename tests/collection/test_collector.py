@@ -26,7 +26,7 @@ def _collector(num_actor_queues=1, fail_at=None, version=None):
 def _stop(collector):
     start = time.time()
     try:
-        collector.stop((), grace_secs=1.5)
+        collector.stop(grace_secs=1.5)
     finally:
         collector.collection.close()
     assert time.time() - start < 3 and not live_driver_threads()
@@ -63,7 +63,7 @@ def test_a_failing_env_reaches_take_as_a_thread_error_naming_it():
                 collector.take(1)
     finally:
         with pytest.raises(ThreadError):  # stop() re-raises unless told it was seen
-            collector.stop((), grace_secs=1.5)
+            collector.stop(grace_secs=1.5)
         collector.collection.close()
     assert not live_driver_threads() and all(env.closed for env in envs)
 

@@ -95,3 +95,19 @@ def test_a_directory_without_runs_is_a_clear_error(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(ValueError, match="holds no experiment cells"):
         report.summarize([str(tmp_path / "empty")])
+
+
+def test_a_resumed_runs_pause_is_not_counted(tmp_path):
+    run_dir = str(tmp_path / "seed_1")
+    write_run(run_dir, [(3.0, 1000, 10.0), (6.0, 2000, 20.0)])
+    # The run was stopped at 6 s and resumed an hour later: a second process, its own file.
+    later = T0 + 3600.0
+    os.rename(os.path.join(run_dir, "train"), os.path.join(run_dir, "first"))
+    write_run(run_dir, [(2.0, 3000, 30.0), (5.0, 4000, 40.0)], start=later)
+    os.rename(os.path.join(run_dir, "train", "events.out.tfevents.1.test.v2"),
+              os.path.join(run_dir, "first", "events.out.tfevents.2.test.v2"))
+    os.rmdir(os.path.join(run_dir, "train"))
+    os.rename(os.path.join(run_dir, "first"), os.path.join(run_dir, "train"))
+    curve = load_curve(run_dir)
+    assert list(curve["env_steps"]) == [1000, 2000, 3000, 4000]
+    assert list(curve["seconds"]) == pytest.approx([3.0, 6.0, 8.0, 11.0])

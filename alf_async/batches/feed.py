@@ -1,0 +1,88 @@
+"""`LearnFeed`: the learner's end of the driver, where learn batches are taken."""
+
+from typing import Callable
+
+from alf_async.errors import LearnerStarvedError, StarvationWatchdog, ThreadError
+from alf_async.experience import LearnBatch
+from alf_async.threads import DriverThread
+
+
+class LearnFeed:
+    """Takes learn batches from a batch source, bounded by the starvation watchdog.
+
+    What a `LearnerLoop` needs of the driver, and nothing else: batches, the
+    errors they end with, a coordinator for its prefetch thread and the
+    learn-queue depth. The driver's `get_training_exps()` is `take()`.
+
+    Thread-safety: `take()` and `raise_stopped()` are called by the consumer
+    (the trainer's thread); `next()` by one thread at a time (the consumer
+    or the prefetch thread); `close()` by the thread that stops the driver.
+    """
+
+    def __init__(self, collector, batches, timeout: float, diagnose: Callable[[], str],
+                 deterministic: bool):
+        """
+        Args:
+            collector: the `Collector` whose coordinator and learn queue the
+                batches come through.
+            batches: the learn-batch source (`FreshBatches`,
+                `UniformReplayBatches`).
+            timeout: seconds a batch may take (`learner_queue_timeout`).
+            diagnose: `() -> str`, the driver's line on every stage.
+            deterministic: the driver's reproducible mode (collection must
+                not overlap an update: no prefetch).
+        """
+        self._collector = collector
+        self._batches = batches
+        self._watchdog = StarvationWatchdog(timeout, collector.fail, diagnose)
+        self.deterministic = deterministic
+        self.error_seen = False  # the consumer was given the first thread error
+        self.closed = False
+
+    def take(self) -> LearnBatch:
+        """`next()` for the consumer: an error it raises counts as seen (`stop()`
+        does not raise it again)."""
+        try:
+            return self.next()
+        except (ThreadError, LearnerStarvedError, RuntimeError):
+            self.error_seen = True
+            raise
+
+    def next(self, updates_ahead: int = 0) -> LearnBatch:
+        """Waits for the next learn batch (leaves `[Q', T', B', ...]`).
+
+        Args:
+            updates_ahead: how many learner updates later the batch will be
+                trained on (`FreshBatches` counts `max_policy_lag` at that
+                update).
+
+        Raises:
+            ThreadError: a thread failed (names the thread).
+            LearnerStarvedError: no batch within the timeout.
+            RuntimeError: closed (the driver was stopped).
+        """
+        if self.closed:
+            raise RuntimeError("AsyncOffPolicyDriver was stopped")
+        with self._watchdog.guard():
+            batch = self._batches.next(updates_ahead)
+        if batch is None:
+            self._collector.raise_stopped()
+        return batch
+
+    def raise_stopped(self) -> None:
+        """Raises the first thread error, or RuntimeError: the driver was stopped."""
+        self.error_seen = True
+        self._collector.raise_stopped()
+
+    def start_thread(self, make: Callable) -> DriverThread:
+        """`Collector.start_thread`: a thread that takes learn batches (the
+        learner loop's prefetch thread), stopped, failed and joined with the driver's."""
+        return self._collector.start_thread(make)
+
+    def queue_size(self) -> int:
+        """Unrolls waiting on the learn queue."""
+        return int(self._collector.queues.learn_queue.size())
+
+    def close(self) -> None:
+        """Makes every later `next()` raise RuntimeError."""
+        self.closed = True

@@ -1,0 +1,57 @@
+"""Tests of `alf_async.errors`: the starvation watchdog and `stop_with_error`."""
+
+import threading
+import time
+
+import pytest
+import tensorflow as tf
+
+from alf_async.errors import LearnerStarvedError, StarvationWatchdog, ThreadError, stop_with_error
+
+
+def _recorder():
+    errors, failed = [], threading.Event()
+
+    def fail(error):
+        errors.append(error)
+        failed.set()
+    return errors, failed, fail
+
+
+def test_a_wait_longer_than_the_timeout_fails_with_the_diagnosis():
+    errors, failed, fail = _recorder()
+    watchdog = StarvationWatchdog(0.05, fail, lambda: "learn queue 0/2")
+    with watchdog.guard():
+        assert failed.wait(timeout=10)
+    assert len(errors) == 1 and isinstance(errors[0], LearnerStarvedError)
+    assert str(errors[0]) == ("No learn batch within learner_queue_timeout=0.05s: "
+                              "learn queue 0/2")
+
+
+def test_a_wait_that_ends_in_time_fails_nothing():
+    errors, failed, fail = _recorder()
+    watchdog = StarvationWatchdog(0.2, fail, lambda: "unused")
+    for _ in range(3):  # each guard has its own timer, cancelled on exit
+        with watchdog.guard():
+            time.sleep(0.1)
+    assert not failed.wait(timeout=0.4)
+    assert errors == []
+
+
+def test_the_timer_is_cancelled_when_the_block_raises():
+    errors, failed, fail = _recorder()
+    watchdog = StarvationWatchdog(0.1, fail, lambda: "unused")
+    with pytest.raises(KeyError):
+        with watchdog.guard():
+            raise KeyError("batch")
+    assert not failed.wait(timeout=0.3)
+
+
+def test_the_first_error_recorded_wins_and_the_queues_close():
+    coord = tf.train.Coordinator()
+    closed = []
+    stop_with_error(coord, lambda: closed.append(1), ThreadError("EnvThread0 failed: boom"))
+    stop_with_error(coord, lambda: closed.append(2), LearnerStarvedError("later"))
+    assert coord.should_stop() and closed == [1, 2]
+    with pytest.raises(ThreadError, match="EnvThread0 failed: boom"):
+        coord.raise_requested_exception()
