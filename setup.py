@@ -41,7 +41,7 @@ TUNE = ["optuna==4.5.0", "optuna-dashboard==0.20.0", "PyYAML==6.0.2", "SQLAlchem
 # The guides as a site (mkdocs.yml): MkDocs with Material and an API reference
 # generated from the docstrings; tests/test_docs.py runs the strict build.
 DOCS = ["mkdocs==1.6.1", "mkdocs-material==9.5.49", "mkdocstrings==0.27.0",
-        "mkdocstrings-python==1.13.0", "griffe==1.15.0", "mkdocs-autorefs==1.4.5"]
+        "mkdocstrings-python==1.13.0", "griffe==1.15.0", "mkdocs-autorefs==1.2.0"]
 REPLAY = ["dm-reverb==0.14.0", "dm-tree==0.1.10", "portpicker==1.6.0"]
 
 setup(

@@ -1,12 +1,87 @@
-"""`python -m alf_async.actor`: the actor process of a remote learner.
+"""The actor process of a remote learner: collects unrolls, sends them through Reverb.
 
-Kept at this name for the command line; the implementation and its flags are
-in `alf_async.remote.actor_cli`.
+    python -m alf_async.actor --server=LEARNER_HOST:PORT --task=0 \\
+        --gin_file=gin_configs/ppo_remote.gin
+
+Use the learner's --gin_file and --gin_param; the learner runs
+`python -m alf_async.train ... --serve_port=PORT`. Exit status: 0 when the
+learner is gone (training over) or on SIGINT/SIGTERM after the current
+unroll, 1 when an env or actor thread failed, 2 for a bad setting or a
+learner that never answered.
 """
 
-from absl import app
+import sys
 
-from alf_async.remote.actor_cli import main
+from absl import app, flags, logging
+
+# The learner's configurables, `train` among them: its gin files bind them.
+from alf_async import trainer  # noqa: F401  pylint: disable=unused-import
+from alf_async.algorithms import PPOAlgorithm
+from alf_async.config import parse_config
+from alf_async.errors import ThreadError
+from alf_async.remote.actor_process import ActorProcess, LearnerGone, StoppedBeforeStart
+from alf_async.signals import SignalStop
+
+flags.DEFINE_string("server", None, "HOST:PORT of the learner's Reverb server.")
+flags.DEFINE_integer("task", None, "This actor process's index, 0 ... max_actors - 1.")
+flags.DEFINE_multi_string("gin_file", [], "The learner's gin config file(s).")
+flags.DEFINE_multi_string("gin_param", [], "The learner's gin bindings, applied last.")
+flags.mark_flags_as_required(["server", "task"])
+FLAGS = flags.FLAGS
+
+
+def _configured(name: str, default):
+    """The gin binding of `name`, or `default` where it has none."""
+    import gin  # pylint: disable=import-outside-toplevel
+    try:
+        value = gin.query_parameter(name)
+    except ValueError:
+        return default
+    return getattr(value, "scoped_configurable_fn", value)
+
+
+def main(argv) -> None:
+    del argv
+    interrupt = SignalStop()  # installed first: a signal while building stops cleanly too
+    stopped = lambda: interrupt.signum is not None
+    with interrupt:
+        try:
+            actor = _build_actor(stopped)
+        except StoppedBeforeStart:
+            logging.info("Actor task %d stopped by a signal before it started", FLAGS.task)
+            return
+        _run(actor, stopped)
+
+
+def _build_actor(should_stop) -> ActorProcess:
+    """The ActorProcess the flags describe; exit status 2 for a bad setting or no learner."""
+    try:
+        parse_config(FLAGS.gin_file, FLAGS.gin_param)
+        return ActorProcess(FLAGS.server, FLAGS.task,
+                            _configured("alf_async.train.algorithm_class",
+                                        PPOAlgorithm),
+                            seed=_configured("alf_async.train.seed", None),
+                            should_stop=should_stop)
+    except (ValueError, LearnerGone, ImportError) as error:
+        logging.error("Actor task %d: %s", FLAGS.task, error)
+        sys.exit(2)
+
+
+def _run(actor: ActorProcess, should_stop) -> None:
+    """Sends unrolls until `should_stop()` or the learner is gone; exits 1 or 2 on failure."""
+    try:
+        sent = actor.run(should_stop)
+        logging.info("Actor task %d stopped by a signal after %d unrolls", FLAGS.task, sent)
+    except LearnerGone as gone:
+        logging.info("Actor task %d exits after %d unrolls: %s", FLAGS.task,
+                     actor.unrolls_sent, gone)
+    except ThreadError as error:
+        logging.error("Actor task %d: %s", FLAGS.task, error, exc_info=error.__cause__)
+        sys.exit(1)
+    except ValueError as error:
+        logging.error("Actor task %d: %s", FLAGS.task, error)
+        sys.exit(2)
+
 
 if __name__ == "__main__":
     app.run(main)

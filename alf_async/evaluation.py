@@ -58,21 +58,21 @@ def run_episodes(policy_fn: Callable, env, num_episodes: int,
 
 
 class GreedyPolicy(tf.Module):
-    """The algorithm's greedy policy, as a SavedModel.
+    """The algorithm's greedy policy (`act(..., greedy=True)`), as a SavedModel.
 
-    Feed-forward networks: one function, `action(observation)`, batched along
-    the first axis. Recurrent networks: `initial_state(batch_size)` returns
-    the LSTM state (a list of `[batch_size, ...]` tensors), and
+    Feed-forward algorithms: one function, `action(observation)`, batched
+    along the first axis. Recurrent ones: `initial_state(batch_size)` returns
+    the policy state (a list of `[batch_size, ...]` tensors), and
     `action(observation, step_type, state)` returns `(action, next_state)`;
     the state resets itself where `step_type` is FIRST. Either needs only
     TensorFlow (TF Probability's ops are plain TF ops) to load and run.
-    `greedy_actions()` hides the difference.
+    `greedy_actions()` hides the difference. Built from the `Algorithm`
+    contract alone: whatever passes `check_algorithm` exports.
     """
 
     def __init__(self, algorithm):
         super().__init__(name="greedy_policy")
-        self._actor_net = algorithm.actor_net
-        self._normalization = algorithm.normalization  # saved with the policy
+        self._algorithm = algorithm  # its variables are saved with the policy
         spec = tensor_spec.from_spec(algorithm.time_step_spec.observation)
         observation = tf.TensorSpec([None, *spec.shape], spec.dtype, name="observation")
         # autograph=False throughout: as the driver's functions, for start-up time.
@@ -81,26 +81,31 @@ class GreedyPolicy(tf.Module):
                                       autograph=False)
             return
         state = [tf.TensorSpec([None, *s.shape], s.dtype)
-                 for s in tf.nest.flatten(self._actor_net.state_spec)]
+                 for s in tf.nest.flatten(algorithm.policy_state_spec)]
         self.initial_state = tf.function(self._initial_state, autograph=False,
                                          input_signature=[tf.TensorSpec([], tf.int32)])
         self.action = tf.function(self._recurrent_action, autograph=False, input_signature=[
             observation, tf.TensorSpec([None], tf.int32, name="step_type"), state])
 
-    def _action(self, observation):
-        observation = self._normalization.observation(observation)
-        dist, _ = self._actor_net(observation, step_type=None, network_state=(), training=False)
-        return dist.mode()
-
     def _initial_state(self, batch_size):
-        return tf.nest.flatten(self._actor_net.get_initial_state(batch_size))
+        return [tf.zeros(tf.concat([[batch_size], s.shape], 0), s.dtype)
+                for s in tf.nest.flatten(self._algorithm.policy_state_spec)]
+
+    def _action(self, observation):
+        batch_size = tf.shape(tf.nest.flatten(observation)[0])[0]
+        state = tf.nest.pack_sequence_as(self._algorithm.policy_state_spec,
+                                         self._initial_state(batch_size))
+        step_type = tf.fill([batch_size], tf.constant(ts.StepType.MID, tf.int32))
+        action, _, _ = self._algorithm.act(observation, step_type, state, greedy=True)
+        return action
 
     def _recurrent_action(self, observation, step_type, state):
-        state = tf.nest.pack_sequence_as(self._actor_net.state_spec, state)
-        observation = self._normalization.observation(observation)
-        dist, state = self._actor_net(observation, step_type=step_type, network_state=state,
-                                      training=False)
-        return dist.mode(), tf.nest.flatten(state)
+        first = tf.equal(step_type, ts.StepType.FIRST)
+        state = [tf.where(tf.reshape(first, [-1] + [1] * (s.shape.rank - 1)), tf.zeros_like(s), s)
+                 for s in state]
+        state = tf.nest.pack_sequence_as(self._algorithm.policy_state_spec, state)
+        action, state, _ = self._algorithm.act(observation, step_type, state, greedy=True)
+        return action, tf.nest.flatten(state)
 
 
 def greedy_actions(policy, batch_size: int) -> Callable:

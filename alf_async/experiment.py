@@ -24,6 +24,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from absl import app, flags, logging  # pylint: disable=wrong-import-position
 
+from alf_async.config import check_gin_files  # pylint: disable=wrong-import-position
+
 flags.DEFINE_multi_string("gin_file", [], "run: gin config file(s) every seed trains with.")
 flags.DEFINE_multi_string("gin_param", [], "run: gin bindings every seed shares.")
 flags.DEFINE_multi_string("grid", [], "run: 'BINDING=[V1, V2, ...]': one cell per value; "
@@ -56,10 +58,8 @@ def run_command() -> int:
         _fail("Bad setting: run needs --out=DIR (the experiment directory)")
     if not FLAGS.gin_file:
         _fail("Bad setting: run needs --gin_file")
-    for path in FLAGS.gin_file:
-        if not os.path.exists(path):
-            _fail(f"Bad setting: --gin_file={path} does not exist")
     try:
+        check_gin_files(FLAGS.gin_file)
         seeds = cells.parse_seeds(FLAGS.seeds)
         experiment = cells.make_cells([os.path.abspath(f) for f in FLAGS.gin_file],
                                       FLAGS.gin_param, FLAGS.grid, FLAGS.target)
@@ -91,7 +91,7 @@ def report_command(dirs) -> int:
     except ValueError as error:
         _fail(f"Bad setting: {error}")
     cells = sum(len(e["cells"]) for e in summary["experiments"])
-    print(f"{cells} cells: wrote {os.path.join(out, 'summary.json')}, results.md and "
+    print(f"{cells} cell{'s' * (cells != 1)}: wrote {os.path.join(out, 'summary.json')}, results.md and "
           f"curves.png")
     if FLAGS.publish:
         _publish(summary, dirs[0], FLAGS.publish)

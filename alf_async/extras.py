@@ -9,8 +9,6 @@ MuJoCo with one that breaks it.
 import importlib
 from typing import Optional
 
-import gymnasium as gym
-
 from alf_async.errors import MissingExtraError
 
 # gymnasium entry-point package -> our extra that installs what it needs
@@ -37,11 +35,20 @@ def import_reverb(setting: str):
     return require("reverb", "replay", setting)
 
 
+def pyplot(setting: str, extra: str = "plot"):
+    """matplotlib's `pyplot` on the file-only Agg backend, or `MissingExtraError`
+    naming `setting` (the command or tool that plots) and `extra`."""
+    matplotlib = require("matplotlib", extra, setting)
+    matplotlib.use("Agg")
+    return importlib.import_module("matplotlib.pyplot")
+
+
 def env_extra(env_name: str) -> Optional[str]:
     """The extra a gymnasium id needs, if it is one of ours (None: none or unknown)."""
     for prefix, extra in _ID_EXTRAS.items():
         if env_name.startswith(prefix):
             return extra
+    import gymnasium as gym  # pylint: disable=import-outside-toplevel
     try:
         entry_point = str(gym.spec(env_name).entry_point)
     except gym.error.Error:

@@ -316,9 +316,8 @@ class Learner(tf.Module):
             family = "learner" if key == "grad_norm" else "loss"
             tf.summary.scalar(f"{family}/{key}", value, step=step)
         tf.summary.scalar("learner/learning_rate", self.optimizer.learning_rate, step=step)
-        if hasattr(self._algorithm, "entropy_coeff"):
-            tf.summary.scalar("learner/entropy_coeff", self._algorithm.entropy_coeff,
-                              step=step)
+        for name, value in self._algorithm.scalars().items():
+            tf.summary.scalar(f"learner/{name}", value, step=step)
         tf.summary.scalar("learner/policy_lag_min", tf.reduce_min(lag), step=step)
         tf.summary.scalar("learner/policy_lag_mean", tf.reduce_mean(lag), step=step)
         tf.summary.scalar("learner/policy_lag_max", tf.reduce_max(lag), step=step)

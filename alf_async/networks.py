@@ -13,7 +13,6 @@ from typing import Optional, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
-import tensorflow_probability as tfp
 from tf_agents.agents.ddpg import critic_network
 from tf_agents.agents.sac import tanh_normal_projection_network
 from tf_agents.networks import (actor_distribution_network, actor_distribution_rnn_network,
@@ -61,24 +60,6 @@ def encoder_args(observation_spec, conv_layers: ConvLayers, observation_scale: f
     needs_cast = not observation_spec.dtype.is_floating or observation_scale != 1.0
     return dict(conv_layer_params=tuple(tuple(layer) for layer in conv_layers) or None,
                 preprocessing_layers=ScaledFloat(observation_scale) if needs_cast else None)
-
-
-class QPolicyNetwork(network.Network):
-    """A Q network seen as a policy: a categorical distribution whose mode is argmax Q.
-
-    The greedy policy (`evaluation.GreedyPolicy`) takes the mode of an actor
-    network's distribution; this is DQN's actor network.
-    """
-
-    def __init__(self, q_net: q_network.QNetwork, action_dtype, name="QPolicy"):
-        super().__init__(q_net.input_tensor_spec, state_spec=(), name=name)
-        self._q_net = q_net
-        self._action_dtype = action_dtype
-
-    def call(self, observation, step_type=None, network_state=(), training=False):
-        q_values, _ = self._q_net(observation, step_type=step_type, training=training)
-        return tfp.distributions.Categorical(logits=q_values,
-                                             dtype=self._action_dtype), network_state
 
 
 def q_networks(observation_spec, action_spec, fc_layers: Sequence[int],

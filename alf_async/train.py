@@ -13,7 +13,7 @@ import sys  # pylint: disable=wrong-import-position
 import tensorflow as tf  # pylint: disable=wrong-import-position
 from absl import app, flags, logging  # pylint: disable=wrong-import-position
 
-from alf_async import trainer  # pylint: disable=wrong-import-position
+from alf_async import config, trainer  # pylint: disable=wrong-import-position
 from alf_async.errors import ThreadError  # pylint: disable=wrong-import-position
 
 _IMPORTS_SECONDS = time.perf_counter() - _IMPORTS_START
@@ -32,6 +32,7 @@ FLAGS = flags.FLAGS
 
 
 def _first_line(error: BaseException) -> str:
+    """The error's own first line (gin appends the configurable it passed through)."""
     return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
 
 
@@ -53,7 +54,7 @@ def main(argv) -> None:
     logging.info("Imports: %.2f s", _IMPORTS_SECONDS)
     _set_tf_threads(FLAGS.tf_threads)
     try:
-        trainer.parse_config(FLAGS.gin_file, FLAGS.gin_param)
+        config.parse_config(FLAGS.gin_file, FLAGS.gin_param)
     except Exception as error:  # pylint: disable=broad-except
         logging.error("Bad gin configuration: %s", _first_line(error))
         sys.exit(2)
@@ -64,10 +65,10 @@ def main(argv) -> None:
         logging.error("Bad setting: %s", _first_line(error))
         sys.exit(2)
     except ThreadError as error:
-        logging.error("%s", error, exc_info=error.__cause__)
+        logging.error("%s", _first_line(error), exc_info=error.__cause__)
         sys.exit(1)
     except trainer.TrainingInterrupted as interrupted:
-        logging.warning("%s", interrupted)
+        logging.warning("%s", _first_line(interrupted))
         sys.exit(128 + interrupted.signum)
 
 

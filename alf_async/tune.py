@@ -21,6 +21,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from absl import app, flags, logging  # pylint: disable=wrong-import-position
 
+from alf_async.config import check_gin_files  # pylint: disable=wrong-import-position
+
 flags.DEFINE_multi_string("gin_file", [], "Gin config file(s) every trial trains with.")
 flags.DEFINE_multi_string("gin_param", [], "Gin bindings every trial shares.")
 flags.DEFINE_string("space", None, "YAML search space: gin binding -> {low, high[, log]"
@@ -65,9 +67,10 @@ def _out_dir(storage: str) -> str:
 def _check_flags() -> None:
     if not FLAGS.gin_file or not FLAGS.space or not FLAGS.storage:
         _fail("Bad setting: tune needs --gin_file, --space and --storage")
-    for path in FLAGS.gin_file:
-        if not os.path.exists(path):
-            _fail(f"Bad setting: --gin_file={path} does not exist")
+    try:
+        check_gin_files(FLAGS.gin_file)
+    except ValueError as error:
+        _fail(f"Bad setting: {error}")
     if FLAGS.objective == "steps_to_target" and FLAGS.target is None:
         _fail("Bad setting: --objective=steps_to_target needs --target")
     if min(FLAGS.trials, FLAGS.parallel, FLAGS.report_steps) < 1:

@@ -109,3 +109,38 @@ def test_exported_recurrent_policy_carries_its_state_like_the_algorithm(tmp_path
     for step in range(6):
         obs = rng.normal(size=(5, 2)).astype(np.float32)
         np.testing.assert_array_equal(act(obs, np.full(5, 0 if step == 0 else 1)), want[step])
+
+
+class _ContractOnly(tf.Module):
+    """An algorithm with the contract's members only: no actor_net, no normalization."""
+
+    def __init__(self):
+        super().__init__()
+        spec = CartPoleBatchedEnv(num_envs=1)
+        self.time_step_spec, self.action_spec = spec.time_step_spec(), spec.action_spec()
+        self.policy_state_spec, self.recurrent = (), False
+        self.weights = tf.Variable([[1.0, -1.0], [0.0, 0.0], [0.0, 0.0], [0.0, 0.0]])
+        self.variables_to_train = [self.weights]
+        self.loss_groups = [("loss", self.variables_to_train)]
+
+    def act(self, observation, step_type, policy_state, greedy=False, seed=None):
+        assert greedy  # evaluation asks for the greedy action
+        action = tf.argmax(observation @ self.weights, axis=-1, output_type=tf.int64)
+        return action, policy_state, tf.zeros_like(observation[:, 0])
+
+    def observe(self, batch):
+        pass
+
+    set_env_steps = preprocess = loss = after_sgd_step = observe
+
+    def scalars(self):
+        return {}
+
+
+def test_an_algorithm_with_only_the_contract_exports_its_greedy_policy(tmp_path):
+    from alf_async.algorithms.contract import check_algorithm
+    algorithm = _ContractOnly()
+    check_algorithm(algorithm)
+    loaded = tf.saved_model.load(export_policy(algorithm, str(tmp_path)))
+    observation = np.array([[0.5, 0, 0, 0], [-0.5, 0, 0, 0]], np.float32)
+    np.testing.assert_array_equal(loaded.action(observation).numpy(), [0, 1])

@@ -248,6 +248,9 @@ class _TwoTermAlgorithm(tf.Module):
         shrink = tf.square(self.b) * samples["mask"]
         return dict(loss=fit + shrink, fit=fit, shrink=shrink)
 
+    def scalars(self):
+        return {"target": self.target}
+
     def after_sgd_step(self):
         self.target.assign_add(1.0)
 

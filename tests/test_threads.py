@@ -48,7 +48,9 @@ def test_env_thread_acting_itself_produces_consecutive_unrolls_and_log_records()
     thread.start()
     try:
         unrolls = [queues.learn_queue.dequeue() for _ in range(3)]
-        record = queues.log_queue.dequeue()
+        # The third unroll is counted once its log record is out too: the two enqueues
+        # of one unroll are not ordered, and stopping closes the log queue.
+        records = [queues.log_queue.dequeue() for _ in range(3)]
     finally:
         _stop(coord, queues, [thread])
     counts = np.concatenate([u.experience.time_step.observation.numpy()[:, 0, 2]
@@ -57,7 +59,7 @@ def test_env_thread_acting_itself_produces_consecutive_unrolls_and_log_records()
     np.testing.assert_array_equal(unrolls[0].bootstrap.observation.numpy()[:, 2], T)
     state = unrolls[1].experience.policy_state.numpy()[:, 0]  # before each step
     np.testing.assert_array_equal(state, np.arange(T, 2 * T) % EPISODE_LENGTH)
-    assert record.reward.shape == (T, B) and thread.num_unrolls >= 3
+    assert records[0].reward.shape == (T, B) and thread.num_unrolls >= 3
 
 
 def test_log_thread_feeds_episode_stats():

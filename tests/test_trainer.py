@@ -14,9 +14,9 @@ import tensorflow as tf
 from tensorboard.backend.event_processing import event_accumulator
 
 from alf_async import trainer
+from test_assembly import SETTINGS_ERRORS
 from alf_async.environments import CartPoleBatchedEnv
 from alf_async.errors import ThreadError
-from alf_async.threads import live_driver_threads
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REQUIRED_TAGS = {
@@ -76,57 +76,47 @@ def test_second_run_resumes_counters(tmp_path):
     assert gif.read_bytes()[:6] == b"GIF89a" and frames >= 9
 
 
-def test_unwritable_root_dir_is_a_value_error(tmp_path):
-    blocker = tmp_path / "file"
-    blocker.write_text("x")
-    with pytest.raises(ValueError, match="root_dir=.* is not writable"):
-        trainer.check_writable(str(blocker / "run"))
-
-
-def test_parse_config_finds_included_configs_from_any_directory(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)  # includes resolve next to the including file, not here
-    try:
-        trainer.parse_config([os.path.join(ROOT, "gin_configs", "impala_atari.gin")],
-                             ["train.seed=7"])
-        # impala_atari.gin includes ppo_atari.gin, which includes ppo_async.gin
-        assert gin.query_parameter("create_environment.env_name") == "ALE/Breakout-v5"
-        assert gin.query_parameter("AsyncOffPolicyDriver.num_actor_queues") == 1
-        assert gin.query_parameter("train.seed") == 7
-    finally:
-        gin.clear_config()
-
-
 def _cli(*args, timeout=900):
     return subprocess.run([sys.executable, "-m", "alf_async.train", *args], cwd=ROOT,
                           capture_output=True, text=True, timeout=timeout)
 
 
-SETTINGS_ERRORS = [  # (bindings, train.seed, the error's message)
-    (["AsyncOffPolicyDriver.learn_queue_cap=0"], None,
-     "AsyncOffPolicyDriver.learn_queue_cap must be an integer >= 1, got 0"),
-    (["AsyncOffPolicyDriver.actor_queue_cap=5"], None,
-     "num_actor_queues \\* actor_queue_cap must be <= num_envs"),
-    (["AsyncOffPolicyDriver.deterministic=True"], None,
-     "AsyncOffPolicyDriver.deterministic=True needs a seed"),
-    (["AsyncOffPolicyDriver.deterministic=True", "AsyncOffPolicyDriver.learn_queue_cap=3"], 1,
-     "needs learn_queue_cap divisible by num_envs .* got 3 and 2"),
-    (["FreshBatches.replay_proportion=0.25"], None,
-     "FreshBatches.replay_proportion \\* AsyncOffPolicyDriver.learn_queue_cap must be a "
-     "whole number"),
-    (["FreshBatches.replay_proportion=0.5"], None, "replay_buffer_num_slots must be >= 1"),
-]
+@pytest.mark.slow
+def test_a_finished_run_keeps_its_result_and_a_raised_budget_continues_it(tmp_path):
+    root = str(tmp_path / "run")
+    kwargs = dict(num_env_steps=None, summary_interval=10, report_return=15.0)
+    first = trainer.train(root, num_iterations=3, **kwargs)
+    assert first["env_steps_to_report_return"] is not None  # random play averages ~22
+    result_file = os.path.join(root, "result.json")
+    written = open(result_file).read()
+    again = trainer.train(root, num_iterations=3, **kwargs)
+    assert again == json.loads(written) and open(result_file).read() == written
+    assert tf.train.latest_checkpoint(os.path.join(root, "checkpoints")).endswith("ckpt-3")
+    more = trainer.train(root, num_iterations=5, **kwargs)
+    assert more["iteration"] == 5
+    for key in ("env_steps_to_report_return", "seconds_to_report_return"):
+        assert more[key] == first[key], key  # the first crossing, not the resumed part's
+    assert more["seconds"] > first["seconds"]
+    # The average return against env steps is written every iteration, whatever the
+    # summary interval: the report finds a crossing to one learn batch.
+    returns = read_scalars(root)["Metrics_vs_EnvironmentSteps/AverageReturn"]
+    assert sorted({step for step, _ in returns}) == [k * first["env_steps"] // 3
+                                                     for k in range(1, 6)]
 
 
-@pytest.mark.parametrize("bindings, seed, message", SETTINGS_ERRORS)
-def test_bad_settings_are_value_errors_naming_the_setting_before_any_thread(bindings, seed,
-                                                                            message):
-    trainer.parse_config([os.path.join(ROOT, "gin_configs", "ppo_async.gin")], bindings)
+def test_ctrl_c_while_importing_is_one_line_and_exit_130(tmp_path):
+    proc = subprocess.Popen([sys.executable, "-m", "alf_async.train",
+                             "--gin_file=gin_configs/ppo_async.gin", f"--root_dir={tmp_path}"],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        with pytest.raises(ValueError, match=message):
-            trainer.build(seed=seed)
+        time.sleep(0.8)  # TensorFlow's import alone takes longer
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=30)
     finally:
-        gin.clear_config()
-    assert not live_driver_threads()
+        proc.kill()
+    assert proc.returncode == 130
+    assert (stdout + stderr).strip().splitlines() == ["Interrupted by SIGINT: exiting"], stderr
+    assert not os.listdir(tmp_path)
 
 
 # The CLI turns each kind of bad input into one line and exit 2: a bad gin configuration,
@@ -139,8 +129,8 @@ _CLI_SETTINGS = [pytest.param(
 
 @pytest.mark.parametrize("args, message", [
     (["--gin_param=AsyncOffPolicyDriver.learn_queue_capp=4"], "Bad gin configuration"),
-    pytest.param(["--gin_file=gin_configs/missing.gin"], "Bad gin configuration",
-                 marks=pytest.mark.slow),
+    (["--gin_file=gin_configs/ppo_asyn.gin"],
+     "Bad gin configuration: --gin_file=gin_configs/ppo_asyn.gin does not exist$"),
     pytest.param(["--gin_param=AsyncOffPolicyDriver.learn_queue_cap="], "Bad gin configuration",
                  marks=pytest.mark.slow),
     *_CLI_SETTINGS,
@@ -415,6 +405,7 @@ def test_signal_stops_saves_a_checkpoint_and_exits_with_the_conventional_code(
     assert proc.returncode == 128 + signum
     name = signal.Signals(signum).name
     assert f"Interrupted by {name} at iteration" in stderr
+    assert "In call to configurable" not in stderr  # gin's addition to the message
     saved = tf.train.latest_checkpoint(str(root / "checkpoints"))
     assert saved is not None
     iteration = int(stderr.split("at iteration ")[1].split(";")[0])

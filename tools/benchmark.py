@@ -22,13 +22,15 @@ all processes together (the transport's overhead is the difference).
 
 import json
 
-import gin
-import gymnasium as gym
-import numpy as np
-import tensorflow as tf
-from absl import app, flags
-
+# First: toolkit imports alf_async, which keeps TensorFlow's start-up banner off.
 import toolkit  # tools/toolkit.py: gin and size flags, rate(), with_driver()
+
+import gin  # pylint: disable=wrong-import-order
+import gymnasium as gym  # pylint: disable=wrong-import-order
+import numpy as np  # pylint: disable=wrong-import-order
+import tensorflow as tf  # pylint: disable=wrong-import-order
+from absl import app, flags  # pylint: disable=wrong-import-order
+
 from alf_async.environments import create_environment
 from alf_async.environments.subenvs import make_gymnasium_env
 

@@ -3,47 +3,28 @@
     pip install '.[plot]'
     python tools/plot_curves.py runs/ppo runs/impala --out=curves.png
 
-Reads `Metrics_vs_EnvironmentSteps/AverageReturn` from each run's `train/`
-event files with TensorBoard's own reader; one line per run, named after its
-directory.
+Reads `Metrics_vs_EnvironmentSteps/AverageReturn` (or `--tag`) from each run's
+`train/` event files, as the experiment report does; one line per run, named
+after its directory. Without matplotlib it ends with one line naming the extra.
 """
 
 import os
-from typing import Dict, List
+import sys
+from typing import List
 
-import numpy as np
-import tensorflow as tf
-from absl import app, flags
-from tensorboard.backend.event_processing import event_accumulator
+from absl import app, flags, logging
+
+from alf_async import extras
+from alf_async.errors import MissingExtraError
+from alf_async.experiments.curves import RETURN_TAG, load_curve
 
 flags.DEFINE_string("out", "curves.png", "PNG file to write.")
-flags.DEFINE_string("tag", "Metrics_vs_EnvironmentSteps/AverageReturn", "Scalar to plot.")
+flags.DEFINE_string("tag", RETURN_TAG, "Scalar to plot.")
 FLAGS = flags.FLAGS
 
 
-def load_curve(run_dir: str, tag: str) -> Dict[str, np.ndarray]:
-    """`{'env_steps', 'seconds', 'value'}` arrays of `tag` in `run_dir/train`.
-
-    Raises:
-        ValueError: the run has no such scalar.
-    """
-    acc = event_accumulator.EventAccumulator(os.path.join(run_dir, "train"),
-                                             size_guidance={event_accumulator.TENSORS: 0})
-    acc.Reload()
-    if tag not in acc.Tags()["tensors"]:
-        raise ValueError(f"{run_dir} has no '{tag}' summaries (is it a training run_dir?)")
-    events = sorted(acc.Tensors(tag), key=lambda e: e.wall_time)
-    wall = np.array([e.wall_time for e in events])
-    return dict(env_steps=np.array([e.step for e in events]), seconds=wall - wall[0],
-                value=np.array([float(tf.make_ndarray(e.tensor_proto)) for e in events]))
-
-
-def plot(run_dirs: List[str], tag: str, out: str) -> None:
-    """Writes a PNG with `tag` against env steps (left) and wall time (right)."""
-    import matplotlib  # pylint: disable=import-outside-toplevel
-    matplotlib.use("Agg")
-    from matplotlib import pyplot as plt  # pylint: disable=import-outside-toplevel
-
+def plot(plt, run_dirs: List[str], tag: str, out: str) -> None:
+    """Writes a PNG with `tag` against env steps (left) and training time (right)."""
     fig, (by_steps, by_time) = plt.subplots(1, 2, figsize=(11, 4))
     for run_dir in run_dirs:
         curve = load_curve(run_dir, tag)
@@ -51,7 +32,7 @@ def plot(run_dirs: List[str], tag: str, out: str) -> None:
         by_steps.plot(curve["env_steps"], curve["value"], label=name)
         by_time.plot(curve["seconds"], curve["value"], label=name)
     by_steps.set_xlabel("env steps")
-    by_time.set_xlabel("seconds since the first summary")
+    by_time.set_xlabel("seconds of training")
     for axes in (by_steps, by_time):
         axes.set_ylabel(tag.split("/")[-1])
         axes.grid(alpha=0.3)
@@ -63,7 +44,11 @@ def plot(run_dirs: List[str], tag: str, out: str) -> None:
 def main(argv) -> None:
     if len(argv) < 2:
         raise app.UsageError("Give one or more run directories.")
-    plot(argv[1:], FLAGS.tag, FLAGS.out)
+    try:
+        plot(extras.pyplot("tools/plot_curves.py"), argv[1:], FLAGS.tag, FLAGS.out)
+    except (MissingExtraError, ValueError) as error:
+        logging.error("%s", error)
+        sys.exit(2)
     print(f"wrote {FLAGS.out}")
 
 

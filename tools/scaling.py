@@ -11,10 +11,13 @@ Prints a table, writes JSON (--out) and a two-panel PNG (--plot).
 """
 
 import json
+import sys
 
-from absl import app, flags
+from absl import app, flags, logging
 
 import toolkit  # tools/toolkit.py: gin and size flags, end_to_end(), actor_only()
+from alf_async import extras
+from alf_async.errors import MissingExtraError
 
 flags.DEFINE_float("duration", 6.0, "Seconds measured per point and figure.")
 flags.DEFINE_float("warmup", 3.0, "Seconds of warm-up before each measurement.")
@@ -66,10 +69,7 @@ def _row(figures) -> str:
     return ", ".join(f"{name} {value:,.0f} frames/s" for name, value in figures.items())
 
 
-def plot(sub_envs, actor_queues, path: str) -> None:
-    import matplotlib  # pylint: disable=import-outside-toplevel
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
+def plot(plt, sub_envs, actor_queues, path: str) -> None:
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
     for ax, points, key, label in [(axes[0], sub_envs, "total_sub_envs", "total sub-envs E·B (E = 2)"),
@@ -92,13 +92,18 @@ def plot(sub_envs, actor_queues, path: str) -> None:
 
 def main(argv) -> None:
     del argv
+    try:  # before minutes of sweeps
+        plt = extras.pyplot("tools/scaling.py --plot") if FLAGS.plot else None
+    except MissingExtraError as error:
+        logging.error("%s", error)
+        sys.exit(2)
     sub_envs, actor_queues = sweep_sub_envs(), sweep_actor_queues()
     if FLAGS.out:
         with open(FLAGS.out, "w") as f:
             json.dump({"total_sub_envs": sub_envs, "num_actor_queues": actor_queues}, f,
                       indent=2)
     if FLAGS.plot:
-        plot(sub_envs, actor_queues, FLAGS.plot)
+        plot(plt, sub_envs, actor_queues, FLAGS.plot)
 
 
 if __name__ == "__main__":

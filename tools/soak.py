@@ -15,7 +15,7 @@ import time
 from absl import app, flags
 
 import toolkit  # tools/toolkit.py: gin and size flags
-from alf_async import trainer
+from alf_async import assembly
 flags.DEFINE_float("minutes", 30.0, "How long to train.")
 flags.DEFINE_float("warmup_minutes", 2.0, "Growth is measured from this point on.")
 flags.DEFINE_float("sample_secs", 30.0, "Seconds between samples.")
@@ -48,7 +48,7 @@ def workers_pss_mib() -> float:
 def main(argv) -> None:
     del argv
     toolkit.parse_gin()
-    _, _, driver, _ = trainer.build()
+    _, _, driver, _ = assembly.build()
     driver.start()
     start = last = time.time()
     samples = []

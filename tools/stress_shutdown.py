@@ -17,7 +17,7 @@ import time
 from absl import app, flags
 
 import toolkit  # tools/toolkit.py: gin and size flags
-from alf_async import trainer
+from alf_async import assembly
 from alf_async.threads import live_driver_threads
 flags.DEFINE_integer("cycles", 20, "Start/stop cycles.")
 flags.DEFINE_float("max_run_secs", 1.0, "Longest random run time before a stop.")
@@ -27,7 +27,7 @@ FLAGS = flags.FLAGS
 
 def cycle(rng: random.Random) -> dict:
     """One start / run / stop cycle; returns its stop time and leaked threads."""
-    _, _, driver, _ = trainer.build()
+    _, _, driver, _ = assembly.build()
     driver.start()
     consume = rng.random() < 0.5
     deadline = time.perf_counter() + rng.uniform(0, FLAGS.max_run_secs)

@@ -15,7 +15,8 @@ from typing import Callable, List, Sequence
 import gin
 from absl import flags
 
-from alf_async import trainer
+# trainer: the configurables the gin files bind (`train` among them).
+from alf_async import assembly, config, trainer  # noqa: F401  pylint: disable=unused-import
 
 flags.DEFINE_multi_string("gin_file", ["gin_configs/ppo_async.gin"], "Gin config(s).")
 flags.DEFINE_multi_string("gin_param", [], "Extra gin bindings.")
@@ -52,7 +53,7 @@ def size_bindings() -> List[str]:
 def parse_gin(extra_bindings: List[str] = ()) -> None:
     """Applies --gin_file, then --gin_param, the size flags and `extra_bindings`."""
     gin.clear_config()
-    trainer.parse_config(FLAGS.gin_file,
+    config.parse_config(FLAGS.gin_file,
                          FLAGS.gin_param + size_bindings() + list(extra_bindings))
 
 
@@ -112,7 +113,7 @@ def with_driver(fn: Callable, serve_port=None):
 
     With `serve_port`, the driver serves remote actors there instead of stepping envs.
     """
-    _, learner, driver, _ = trainer.build(serve_port=serve_port)
+    _, learner, driver, _ = assembly.build(serve_port=serve_port)
     driver.start()
     try:
         return fn(driver, learner)

@@ -102,6 +102,9 @@ class ActorCriticAlgorithm(tf.Module):
         """`(actor_state_spec, value_state_spec)`, unbatched."""
         return (self.actor_net.state_spec, self.value_net.state_spec)
 
+    def scalars(self):
+        return {"entropy_coeff": self.entropy_coeff}
+
     def set_env_steps(self, env_steps: int) -> None:
         """Moves the schedules (entropy coefficient) to `env_steps`."""
         self.entropy_coeff.assign(schedule_value(self._entropy_schedule, env_steps))

@@ -29,7 +29,8 @@ class Algorithm(Protocol):
             variables minimises (the learner may clip the groups apart);
             `[("loss", variables_to_train)]` when one term trains everything.
 
-    Optional: `entropy_coeff`, a scalar the learner writes as a summary.
+    The evaluation and the exported policy (`evaluation.GreedyPolicy`) use
+    `act(..., greedy=True)` and `policy_state_spec`, nothing else.
     """
 
     time_step_spec: Nest
@@ -43,8 +44,10 @@ class Algorithm(Protocol):
             greedy: bool = False, seed=None) -> Tuple[Nest, Nest, tf.Tensor]:
         """`[N, ...]` observations -> `(action, new_policy_state, log_prob)`, leading dim N.
 
-        `seed`: a `[2]` integer seed of a stateless sample (None: stateful).
-        Called by the actor threads (or env threads) while the learner trains.
+        `greedy`: the most likely action (evaluation, the exported policy);
+        else a sample of the behaviour policy. `seed`: a `[2]` integer seed
+        of a stateless sample (None: stateful). Called by the actor threads
+        (or env threads) while the learner trains.
         """
 
     def observe(self, batch) -> None:
@@ -64,10 +67,14 @@ class Algorithm(Protocol):
     def after_sgd_step(self) -> None:
         """Called after every optimizer step (target-network updates; may do nothing)."""
 
+    def scalars(self) -> Dict[str, tf.Tensor]:
+        """`{name: scalar}` the learner writes as `learner/<name>` after each update
+        (schedules such as the entropy coefficient or epsilon; may be empty)."""
+
 
 _REQUIRED = ("time_step_spec", "action_spec", "policy_state_spec", "recurrent",
              "variables_to_train", "loss_groups", "act", "observe", "set_env_steps",
-             "preprocess", "loss", "after_sgd_step")
+             "preprocess", "loss", "after_sgd_step", "scalars")
 
 
 def check_algorithm(algorithm) -> None:

@@ -8,7 +8,6 @@ from tf_agents.specs import tensor_spec
 
 from alf_async import layout, networks
 from alf_async.algorithms import advantages as adv_lib
-from alf_async.algorithms.normalization import Normalization
 from alf_async.algorithms.target_networks import TargetUpdater
 from alf_async.schedules import Schedule, schedule_value
 
@@ -79,8 +78,6 @@ class DqnAlgorithm(tf.Module):
         obs_spec = self.time_step_spec.observation
         self.q_net, self.target_q_net = networks.q_networks(
             obs_spec, self.action_spec, fc_layers, activation, conv_layers, observation_scale)
-        self.actor_net = networks.QPolicyNetwork(self.q_net, self.action_spec.dtype)
-        self.normalization = Normalization(obs_spec, discount)  # off: the exported policy reads it
         self.recurrent = False
         self._gamma = discount
         self._reward_clip = reward_clip
@@ -103,6 +100,9 @@ class DqnAlgorithm(tf.Module):
         """One group: the Q network minimises the TD loss."""
         return [("loss", self.variables_to_train)]
 
+    def scalars(self):
+        return {"epsilon": self.epsilon}
+
     def set_env_steps(self, env_steps: int) -> None:
         """Moves epsilon along its schedule to `env_steps`."""
         self.epsilon.assign(schedule_value(self._epsilon_schedule, env_steps))
@@ -121,8 +121,8 @@ class DqnAlgorithm(tf.Module):
         q_values, _ = self.q_net(observation, training=False)
         best = tf.argmax(q_values, axis=-1, output_type=tf.int32)
         if greedy:
-            return tf.cast(best, self.action_spec.dtype), policy_state, tf.zeros_like(
-                q_values[:, 0])
+            return (tf.cast(best, self.action_spec.dtype) + self.action_spec.minimum,
+                    policy_state, tf.zeros_like(q_values[:, 0]))
         n = tf.shape(best)[:1]
         if seed is None:
             explore = tf.random.uniform(n) < self.epsilon

@@ -9,7 +9,6 @@ from tf_agents.specs import tensor_spec
 
 from alf_async import layout, networks
 from alf_async.algorithms import advantages as adv_lib
-from alf_async.algorithms.normalization import Normalization
 from alf_async.algorithms.target_networks import TargetUpdater
 
 Samples = Dict[str, tf.Tensor]
@@ -71,7 +70,6 @@ class SacAlgorithm(tf.Module):
         self.actor_net, self.critics, self.target_critics = (
             networks.squashed_actor_and_critics(obs_spec, self.action_spec, actor_fc_layers,
                                                 critic_fc_layers, activation))
-        self.normalization = Normalization(obs_spec, discount)  # off: the exported policy reads it
         self.recurrent = False
         self._gamma = discount
         self._reward_scale = reward_scale
@@ -92,6 +90,9 @@ class SacAlgorithm(tf.Module):
     def entropy_coeff(self):
         """alpha, the entropy temperature."""
         return tf.exp(self.log_alpha)
+
+    def scalars(self):
+        return {"entropy_coeff": self.entropy_coeff}
 
     @property
     def loss_groups(self):

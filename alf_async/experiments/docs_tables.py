@@ -3,9 +3,12 @@
 Each `docs/results/<name>.json` is an experiment report's `summary.json` (see
 `report.py`) plus a `source` entry: `"alf_async.experiment"` with the command
 that made it, or `"by hand"` for results measured before the experiment
-command existed (their seeds carry the figures the trainer logged, no curves).
+command existed (their seeds carry the figures the trainer logged, no curves;
+an optional `curves` entry names a PNG under `docs/`).
 `python -m alf_async.experiment docs` rewrites the README's configs table and
-`docs/results.md` from them; `check()` says whether they are up to date.
+`docs/results.md` from them, and draws `docs/results/<name>.png` from an
+experiment's curves where it is missing; `check()` says whether the text is
+up to date.
 """
 
 import glob
@@ -56,21 +59,12 @@ def configs_table(results: List[Tuple[str, Dict]]) -> str:
             budget = cell.get("budget")
             rows.append(
                 f"| [`{summary['config']}`](docs/results.md#{name}) | {cell.get('env', '—')} | "
-                f"{cell['target']:g}, {_steps(budget)} | {reached}/{len(seeds)} | "
-                f"{_steps(_median([s['env_steps_to_target'] for s in seeds]))} | "
+                f"{cell['target']:g}, {report.steps(budget)} | {reached}/{len(seeds)} | "
+                f"{report.steps(_median([s['env_steps_to_target'] for s in seeds]))} | "
                 f"{report.number(_median([s['seconds_to_target'] for s in seeds]))} | "
                 f"{report.number(_lowest([s.get('last25_min') for s in seeds]))} | "
                 f"{'experiment' if summary['source'] != 'by hand' else 'by hand'} |")
     return "\n".join(rows)
-
-
-def _steps(value: Optional[float]) -> str:
-    """Env steps as 204.8k or 1.2M."""
-    if value is None:
-        return "—"
-    if value >= 1e6:
-        return f"{value / 1e6:.2f}M"
-    return f"{value / 1e3:.1f}k"
 
 
 def results_page(results: List[Tuple[str, Dict]]) -> str:
@@ -88,11 +82,32 @@ def results_page(results: List[Tuple[str, Dict]]) -> str:
             parts += ["    " + summary["command"], ""]
         if summary.get("note"):
             parts += [summary["note"], ""]
+        image = curves_image(name, summary)
+        if image:
+            parts += [f"![{name}: average return against env steps and seconds]({image})", ""]
         for experiment in summary["experiments"]:
             if summary["source"] != "by hand":
                 parts += [report.cells_table(experiment), ""]
             parts += [report.seeds_table(experiment), ""]
     return "\n".join(parts)
+
+
+def curves_image(name: str, summary: Dict) -> Optional[str]:
+    """The PNG of `name`'s curves, relative to `docs/` (None: a result without curves)."""
+    if summary.get("curves"):
+        return summary["curves"]
+    return f"results/{name}.png" if summary["source"] != "by hand" else None
+
+
+def _draw_missing_curves(root: str, results: List[Tuple[str, Dict]]) -> List[str]:
+    """Draws `docs/results/<name>.png` for experiment results that lack one."""
+    drawn = []
+    for name, summary in results:
+        path = os.path.join(root, "docs", f"results/{name}.png")
+        if summary["source"] != "by hand" and not os.path.exists(path):
+            report.plot(summary, path)
+            drawn.append(path)
+    return drawn
 
 
 def _replace_block(text: str, table: str) -> str:
@@ -114,7 +129,7 @@ def render(root: str) -> Dict[str, str]:
 
 def write(root: str) -> List[str]:
     """Rewrites the generated files; returns those that changed."""
-    changed = []
+    changed = _draw_missing_curves(root, load_results(os.path.join(root, "docs", "results")))
     for path, content in render(root).items():
         old = open(path).read() if os.path.exists(path) else None
         if content != old:

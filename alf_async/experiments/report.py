@@ -11,8 +11,9 @@ docs' result tables are regenerated from committed summaries
 import json
 import os
 import re
-from typing import Dict, List, Optional
+from typing import Callable, Dict, List, Optional
 
+from alf_async import extras
 from alf_async.experiments import stats
 from alf_async.experiments.cells import Cell, load_cell
 from alf_async.experiments.curves import downsample, load_curve
@@ -99,12 +100,21 @@ def number(value, digits: int = 1) -> str:
     return f"{value:,.{digits}f}"
 
 
-def _with_ci(aggregate: Dict, digits: int) -> str:
+def steps(value: Optional[float]) -> str:
+    """Env steps as 204.8k or 1.20M (— for None)."""
+    if value is None:
+        return "—"
+    if value >= 1e6:
+        return f"{value / 1e6:.2f}M"
+    return f"{value / 1e3:.1f}k"
+
+
+def _with_ci(aggregate: Dict, show: Callable[[Optional[float]], str]) -> str:
     low, high = aggregate["ci95"]
     if aggregate["iqm"] is None:
         return "—"
-    interval = "" if low is None else f" [{number(low, digits)}, {number(high, digits)}]"
-    return f"{number(aggregate['iqm'], digits)}{interval}"
+    interval = "" if low is None else f" [{show(low)}, {show(high)}]"
+    return f"{show(aggregate['iqm'])}{interval}"
 
 
 def _row(cells: List[str]) -> str:
@@ -113,32 +123,33 @@ def _row(cells: List[str]) -> str:
 
 def cells_table(experiment: Dict) -> str:
     """Markdown: one row per cell, medians and IQMs [95 % CI] over its seeds."""
-    rows = ["| cell | reached target | env steps to target: median, IQM [95 % CI] | "
+    rows = ["| cell | reached | env steps to target: median; IQM [95 % CI] | "
             "seconds to target: median | final: IQM [95 % CI] | "
             "last-25 % min: IQM [95 % CI] |",
             "|---|---|---|---:|---|---|"]
     for cell in experiment["cells"]:
         agg = cell["aggregate"]
         target = "—" if cell["target"] is None else f"{cell['target']:g}"
-        steps = agg["env_steps_to_target"]
+        to_target = agg["env_steps_to_target"]
         rows.append(_row([
             cell["name"], f"{cell['reached']}/{len(cell['seeds'])} (target {target})",
-            f"{number(steps['median'], 0)}; {_with_ci(steps, 0)}",
-            number(agg["seconds_to_target"]["median"]), _with_ci(agg["final"], 1),
-            _with_ci(agg["last25_min"], 1)]))
+            f"{number(to_target['median'], 0)}; {_with_ci(to_target, steps)}",
+            number(agg["seconds_to_target"]["median"]), _with_ci(agg["final"], number),
+            _with_ci(agg["last25_min"], number)]))
     return "\n".join(rows)
 
 
 def seeds_table(experiment: Dict) -> str:
-    """Markdown: one row per seed of every cell."""
-    rows = ["| cell | seed | env steps to target | seconds to target | best | final | "
-            "last-25 % min | env steps | seconds |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    """Markdown: one row per seed of every cell (the cell named where there are several)."""
+    named = len(experiment["cells"]) > 1
+    rows = [("| cell " if named else "") + "| seed | env steps to target | seconds to target | "
+            "best | final | last-25 % min | env steps | seconds |",
+            ("|---" if named else "") + "|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for cell in experiment["cells"]:
         for s in cell["seeds"]:
             seed = "—" if s["seed"] is None else str(s["seed"])
-            rows.append(_row([
-                cell["name"], seed, number(s["env_steps_to_target"], 0),
+            rows.append(_row([cell["name"]] * named + [
+                seed, number(s["env_steps_to_target"], 0),
                 number(s["seconds_to_target"]), number(s.get("best")), number(s.get("final")),
                 number(s.get("last25_min")), number(s.get("env_steps"), 0),
                 number(s.get("seconds"))]))
@@ -161,9 +172,7 @@ def markdown(summary: Dict) -> str:
 
 def plot(summary: Dict, path: str) -> None:
     """`curves.png`: every cell's mean return with its 95 % CI, against env steps and time."""
-    import matplotlib  # pylint: disable=import-outside-toplevel
-    matplotlib.use("Agg")
-    from matplotlib import pyplot as plt  # pylint: disable=import-outside-toplevel
+    plt = extras.pyplot("python -m alf_async.experiment report", "experiment")
 
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
     several = len(summary["experiments"]) > 1

@@ -58,8 +58,8 @@ def pull(client, variables: Sequence[tf.Variable], timeout_secs: float,
     Raises:
         IncompatibleWeights: different variable count, shapes or dtypes
             (the actor was not built from the learner's gin configuration).
-        reverb or gRPC errors when the server cannot be reached in
-        `timeout_secs`.
+        Exception: reverb's or gRPC's own error when the server cannot be
+            reached in `timeout_secs`.
     """
     if client.server_info(timeout=max(1, int(np.ceil(timeout_secs))))[TABLE].current_size < 1:
         return None

@@ -37,7 +37,7 @@ class _NoAct:
     def observe(self, batch):
         pass
 
-    set_env_steps = preprocess = loss = after_sgd_step = observe
+    set_env_steps = preprocess = loss = after_sgd_step = scalars = observe
 
 
 def test_a_missing_member_is_named_by_the_learner():

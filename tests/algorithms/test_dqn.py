@@ -5,6 +5,7 @@ from tf_agents.specs import tensor_spec
 from tf_agents.trajectories import time_step as ts
 
 from alf_async.algorithms import DqnAlgorithm
+from alf_async.evaluation import GreedyPolicy
 from alf_async.algorithms.dqn import huber
 from alf_async.environments import CartPoleBatchedEnv
 from alf_async.experience import Experience
@@ -81,8 +82,8 @@ def test_epsilon_greedy_frequencies_and_log_probs():
 def test_the_exported_greedy_policy_takes_argmax_q():
     algo = _algorithm()
     observation = tf.random.normal([32, 4])
-    dist, _ = algo.actor_net(observation, step_type=None, network_state=())
-    np.testing.assert_array_equal(dist.mode().numpy(),
+    greedy = GreedyPolicy(algo).action(observation)
+    np.testing.assert_array_equal(greedy.numpy(),
                                   algo.q_net(observation)[0].numpy().argmax(-1))
 
 

@@ -10,7 +10,7 @@ import gin
 import numpy as np
 import pytest
 
-from alf_async import trainer
+from alf_async import assembly, trainer
 from alf_async.environments import GymnasiumBatchedEnv
 from alf_async.errors import ThreadError
 from fakes import timed_stop
@@ -77,7 +77,7 @@ def _started_driver(restart: bool):
     gin.parse_config_files_and_bindings(["gin_configs/ppo_async.gin"], [
         "create_environment.num_workers = 2", "create_environment.num_parallel_environments = 8",
         f"LocalCollection.restart_failed_envs = {restart}"])
-    _, _, driver, _ = trainer.build(seed=1)
+    _, _, driver, _ = assembly.build(seed=1)
     driver.start()
     return driver
 

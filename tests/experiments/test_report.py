@@ -76,8 +76,8 @@ def test_report_figures_equal_hand_computed_ones(experiment, tmp_path):
     assert on_disk["experiments"][0]["cells"][0]["aggregate"] == cell["aggregate"]
     assert (tmp_path / "out" / "curves.png").stat().st_size > 10_000
     md = (tmp_path / "out" / "results.md").read_text()
-    assert "| ppo | 3/4 (target 475) | 3,000; 3,000 [" in md
-    assert "| ppo | 2 | 4,000 | 12.0 | 490.0 | 490.0 | 470.0 | 8,000 | 24.0 |" in md
+    assert "| ppo | 3/4 (target 475) | 3,000; 3.0k [" in md
+    assert "| 2 | 4,000 | 12.0 | 490.0 | 490.0 | 470.0 | 8,000 | 24.0 |" in md  # one cell: unnamed
 
 
 def test_several_directories_compare_side_by_side(experiment, tmp_path):

@@ -2,7 +2,7 @@
 
 The actors here are `ActorProcess` objects run in threads, talking to the
 learner's server on 127.0.0.1 exactly as separate processes would;
-`tests/remote/test_actor_cli.py` runs real processes.
+`tests/test_actor.py` runs real processes.
 """
 
 import functools

@@ -16,10 +16,10 @@ import pytest
 
 pytest.importorskip("reverb")
 
-from alf_async import trainer  # noqa: E402
+from alf_async import assembly, config  # noqa: E402
 from alf_async.errors import LearnerStarvedError  # noqa: E402
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GIN_FILE = "gin_configs/ppo_remote.gin"
 SMALL = ["create_environment.num_parallel_environments=8",
          "AsyncOffPolicyDriver.learner_queue_timeout=20.0",
@@ -66,8 +66,8 @@ def processes(tmp_path):
 @pytest.fixture
 def learner():
     """The learner's driver in this process, serving a free port (it does not train)."""
-    trainer.parse_config([os.path.join(ROOT, GIN_FILE)], SMALL)
-    _, _, driver, _ = trainer.build(serve_port=0)
+    config.parse_config([os.path.join(ROOT, GIN_FILE)], SMALL)
+    _, _, driver, _ = assembly.build(serve_port=0)
     driver.start()
     yield driver
     driver.stop()
@@ -136,6 +136,14 @@ def test_a_learner_whose_actors_all_died_starves_with_their_last_sighting(learne
         for _ in range(100):
             learner.get_training_exps()
     assert time.time() - start < 20.0 + 10
+
+
+@pytest.mark.timeout(120)
+def test_help_lists_the_actor_flags():
+    result = subprocess.run([sys.executable, "-m", "alf_async.actor", "--help"], cwd=ROOT,
+                            capture_output=True, text=True, timeout=100)
+    for flag in ("--server", "--task", "--gin_file", "--gin_param"):
+        assert re.search(rf"^  {flag}: \S", result.stdout + result.stderr, re.M), flag
 
 
 @pytest.mark.timeout(120)

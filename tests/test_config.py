@@ -1,0 +1,37 @@
+import os
+
+import gin
+import pytest
+
+from alf_async import config, trainer  # noqa: F401  (the configurables the files bind)
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_unwritable_root_dir_is_a_value_error(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(ValueError, match="root_dir=.* is not writable"):
+        config.check_writable(str(blocker / "run"))
+
+
+def test_parse_config_finds_included_configs_from_any_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # includes resolve next to the including file, not here
+    try:
+        config.parse_config([os.path.join(ROOT, "gin_configs", "impala_atari.gin")],
+                            ["train.seed=7"])
+        # impala_atari.gin includes ppo_atari.gin, which includes ppo_async.gin
+        assert gin.query_parameter("create_environment.env_name") == "ALE/Breakout-v5"
+        assert gin.query_parameter("AsyncOffPolicyDriver.num_actor_queues") == 1
+        assert gin.query_parameter("train.seed") == 7
+    finally:
+        gin.clear_config()
+
+
+def test_a_missing_gin_file_is_named_before_gin_reads_anything(tmp_path):
+    present = tmp_path / "a.gin"
+    present.write_text("train.seed = 3\n")
+    missing = str(tmp_path / "ppo_asyn.gin")
+    with pytest.raises(ValueError, match=f"^--gin_file={missing} does not exist$"):
+        config.parse_config([str(present), missing], [])
+    gin.clear_config()
