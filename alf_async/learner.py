@@ -158,6 +158,9 @@ class Learner(tf.Module):
         # batches trained on, is the policy version stamped on experience.
         self.train_step = tf.Variable(0, dtype=tf.int64, trainable=False, name="train_step")
         self.env_steps = tf.Variable(0, dtype=tf.int64, trainable=False, name="env_steps")
+        # One optimizer step as a function of its own, called before and inside the
+        # update's loop: traced once (its gradients are most of the tracing time).
+        self._sgd_step_fn = tf.function(self._reduced_sgd_step, autograph=False)
 
     @property
     def strategy(self) -> tf.distribute.Strategy:
@@ -303,11 +306,11 @@ class Learner(tf.Module):
         samples = self._strategy.run(self._algorithm.preprocess, (experience, bootstrap))
         orders = self._strategy.run(self._epoch_orders, (samples["mask"], self.train_step))
         num_steps = self._num_epochs * self._num_minibatches
-        totals = self._reduced_sgd_step(samples, orders, 0)
+        totals = self._sgd_step_fn(samples, orders, tf.constant(0))
         _, totals = tf.while_loop(
             lambda i, _: i < num_steps,
             lambda i, totals: (i + 1, tf.nest.map_structure(
-                tf.add, totals, self._reduced_sgd_step(samples, orders, i))),
+                tf.add, totals, self._sgd_step_fn(samples, orders, i))),
             (tf.constant(1), totals), parallel_iterations=1)
         self.train_step.assign_add(1)
         means = {k: v / num_steps for k, v in totals.items()}

@@ -15,7 +15,7 @@ import numpy as np
 import tensorflow as tf
 from tf_agents.trajectories import time_step as ts
 
-from alf_async import extras
+from alf_async import extras, quiet
 from alf_async.experience import Experience, LearnBatch, Unroll
 
 
@@ -195,9 +195,10 @@ class UniformReplay:
         self.checkpoint_dir = checkpoint_dir if save_buffer else None
         table = self._table(spec, unroll_spec.experience.log_prob.shape[1], capacity, min_size,
                             ratio_tolerance)
-        self._server = reverb.Server([table], checkpointer=(
-            reverb.checkpointers.DefaultCheckpointer(self.checkpoint_dir)
-            if self.checkpoint_dir else None))
+        with quiet.native_stderr_held():  # Reverb: "Started replay server on port ..."
+            self._server = reverb.Server([table], checkpointer=(
+                reverb.checkpointers.DefaultCheckpointer(self.checkpoint_dir)
+                if self.checkpoint_dir else None))
         self.address = f"127.0.0.1:{self._server.port}"
         self._client = reverb.Client(self.address)
         self.restored_segments = self._check_restored(table)
@@ -244,7 +245,7 @@ class UniformReplay:
                   table.info.rate_limiter_info.min_size_to_sample,
                   [(s.shape, s.dtype) for s in tf.nest.flatten(table.info.signature)])
         if saved != wanted:
-            self._server.stop()
+            self._stop_server()
             raise ValueError(
                 f"UniformReplay.save_buffer: the buffer saved in {self.checkpoint_dir} was made "
                 f"with other replay settings or specs (capacity, replay_ratio, min_size, "
@@ -258,7 +259,8 @@ class UniformReplay:
         the previous copy) and returns the copy's path; else returns None."""
         if not self.checkpoint_dir:
             return None
-        path = self._client.checkpoint()
+        with quiet.native_stderr_held():  # Reverb: "Stored checkpoint to ..." (ours follows)
+            path = self._client.checkpoint()
         size = sum(os.path.getsize(os.path.join(path, name)) for name in os.listdir(path))
         logging.info("Saved the replay buffer (%.1f MiB) to %s", size / 2**20, path)
         return path
@@ -295,7 +297,8 @@ class UniformReplay:
         """
         while not should_stop():
             if self._samples is None:
-                self._samples = iter(self._dataset)
+                with quiet.native_stderr_held():  # Reverb: "... accessed directly without gRPC"
+                    self._samples = iter(self._dataset)
             try:
                 sample = next(self._samples)
             except (StopIteration, tf.errors.OutOfRangeError):  # the rate limiter's timeout
@@ -323,7 +326,11 @@ class UniformReplay:
         once no thread inserts or samples."""
         self._writer.close()
         self.save()
-        self._server.stop()
+        self._stop_server()
+
+    def _stop_server(self) -> None:
+        with quiet.native_stderr_held():  # Reverb: "Shutting down replay server"
+            self._server.stop()
 
 
 def _check_settings(capacity, min_size, batch_size, sequence_length, replay_ratio,

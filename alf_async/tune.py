@@ -31,10 +31,12 @@ flags.DEFINE_integer("trials", 12, "Finished (complete or pruned) trials the stu
 flags.DEFINE_string("storage", None, "Optuna storage URL, e.g. sqlite:///runs/tune/study.db.")
 flags.DEFINE_string("study", None, "Study name (default: the gin file's name and the objective).")
 flags.DEFINE_integer("parallel", 1, "Trials run at once by this process.")
-flags.DEFINE_enum("objective", "auc", ["auc", "final", "steps_to_target"],
+flags.DEFINE_enum("objective", "auc", ["auc", "final", "steps_to_target", "seconds_to_target"],
                   "auc: mean average return over the run; final: the last average return; "
-                  "steps_to_target: env steps to --target (minimised).")
-flags.DEFINE_float("target", None, "The return of --objective=steps_to_target.")
+                  "steps_to_target: env steps to --target; seconds_to_target: seconds of "
+                  "training (compiling included) to --target (both minimised).")
+flags.DEFINE_float("target", None, "The return of --objective=steps_to_target or "
+                   "seconds_to_target.")
 flags.DEFINE_boolean("prune", True, "Stop trials whose returns fall below the median of "
                      "earlier trials at the same env step.")
 flags.DEFINE_integer("prune_after", 50_000, "Env steps a trial runs before it may be pruned "
@@ -71,8 +73,8 @@ def _check_flags() -> None:
         check_gin_files(FLAGS.gin_file)
     except ValueError as error:
         _fail(f"Bad setting: {error}")
-    if FLAGS.objective == "steps_to_target" and FLAGS.target is None:
-        _fail("Bad setting: --objective=steps_to_target needs --target")
+    if FLAGS.objective.endswith("_to_target") and FLAGS.target is None:
+        _fail(f"Bad setting: --objective={FLAGS.objective} needs --target")
     if min(FLAGS.trials, FLAGS.parallel, FLAGS.report_steps) < 1:
         _fail(f"Bad setting: --trials, --parallel and --report_steps must be >= 1, got "
               f"{FLAGS.trials}, {FLAGS.parallel} and {FLAGS.report_steps}")

@@ -199,7 +199,8 @@ class Launcher:
             mean, now = sum(self._durations) / len(self._durations), time.time()
             work = len(self._pending) * mean + sum(max(mean - (now - r.started), 0.0)
                                                    for r in self._running)
-            line += f", ETA {work / self._parallel:.0f} s"
+            if work >= self._parallel:  # not once the seeds left outlast the mean
+                line += f", ETA {work / self._parallel:.0f} s"
         return line
 
     def _report(self, force: bool = False) -> None:

@@ -27,6 +27,7 @@ OBJECTIVES = {  # name -> study direction
     "auc": "maximize",              # mean average return over the run's env steps
     "final": "maximize",            # the last average return
     "steps_to_target": "minimize",  # env steps to the target (with a penalty if missed)
+    "seconds_to_target": "minimize",  # seconds of training to the target (the same penalty)
 }
 
 
@@ -111,8 +112,10 @@ def suggest(trial: optuna.Trial, space: Dict[str, Dict]) -> List[str]:
 def objective_value(curve: Curve, objective: str, target: Optional[float]) -> float:
     """The objective of a finished run's curve.
 
-    `steps_to_target` of a run that missed the target: its env steps times
-    `2 - best / target`, so closer misses rank better than far ones.
+    `steps_to_target` (or `seconds_to_target`) of a run that missed the
+    target: its env steps (seconds) times `2 - best / target`, so closer
+    misses rank better than far ones. Seconds count from the run's first
+    summary event: compiling and the first iteration are in them.
     """
     steps, value = curve["env_steps"].astype(np.float64), curve["value"]
     if objective == "final":
@@ -121,10 +124,11 @@ def objective_value(curve: Curve, objective: str, target: Optional[float]) -> fl
         if len(value) < 2:
             return float(value[-1])
         return float(np.trapz(value, steps) / max(steps[-1] - steps[0], 1.0))
+    spent = curve["seconds"] if objective == "seconds_to_target" else steps
     reached = np.flatnonzero(value >= target)
     if len(reached):
-        return float(steps[reached[0]])
-    return float(steps[-1] * (2.0 - max(value.max(), 0.0) / target))
+        return float(spent[reached[0]])
+    return float(spent[-1] * (2.0 - max(value.max(), 0.0) / target))
 
 
 class TrialFailed(Exception):

@@ -9,6 +9,7 @@ import gin
 import tensorflow as tf
 from absl import logging
 
+from alf_async import quiet
 from alf_async.experience import LogRecord, Unroll
 from alf_async.queues import TFQueues
 from alf_async.remote import weights
@@ -92,7 +93,8 @@ class UnrollReaderThread(DriverThread):
 
     def _step(self) -> None:
         if self._samples is None:
-            self._samples = iter(self._dataset)
+            with quiet.native_stderr_held():  # Reverb: "... accessed directly without gRPC"
+                self._samples = iter(self._dataset)
         try:
             item = next(self._samples).data
         except (StopIteration, tf.errors.OutOfRangeError):  # no unroll within the poll
@@ -169,9 +171,10 @@ class ReverbService:
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"ReverbService.{name} must be an integer >= 1, got {value!r}")
         reverb = import_reverb("train --serve_port (remote actors)")
-        self._server = reverb.Server(
-            [reverb.Table.queue(UNROLLS, queue_capacity, signature=remote_unroll_spec(
-                unroll_spec)), weights.weights_table()], port=port or None)
+        with quiet.native_stderr_held():  # Reverb: "Started replay server on port ..."
+            self._server = reverb.Server(
+                [reverb.Table.queue(UNROLLS, queue_capacity, signature=remote_unroll_spec(
+                    unroll_spec)), weights.weights_table()], port=port or None)
         self.port = self._server.port
         self.address = f"127.0.0.1:{self.port}"
         self._client = reverb.Client(self.address)
@@ -228,4 +231,5 @@ class ReverbService:
             logging.warning("Reverb service threads still running after %d s; leaving the "
                             "server to the end of the process", self._CLOSE_TIMEOUT_SECS)
             return
-        self._server.stop()
+        with quiet.native_stderr_held():  # Reverb: "Shutting down replay server"
+            self._server.stop()

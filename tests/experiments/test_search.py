@@ -64,6 +64,9 @@ def test_objectives_by_hand():
     assert search.objective_value(curve, "steps_to_target", 1000) == pytest.approx(6000)
     closer = search.objective_value(_curve([0, 100, 200, 900]), "steps_to_target", 1000)
     assert closer < 6000
+    # the same on the seconds of training: reached at the 4th point (3 s), or missed
+    assert search.objective_value(curve, "seconds_to_target", 475) == 3.0
+    assert search.objective_value(curve, "seconds_to_target", 1000) == pytest.approx(4.5)
 
 
 def test_reports_align_on_a_grid_of_env_steps():

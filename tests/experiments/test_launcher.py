@@ -1,0 +1,22 @@
+import types
+
+from alf_async.experiments import launcher
+
+
+def _launcher(monkeypatch, now):
+    monkeypatch.setattr(launcher.time, "time", lambda: now[0])
+    runs = [types.SimpleNamespace(name=f"s{i}", finished=lambda: False) for i in range(3)]
+    return launcher.Launcher(runs, parallel=1, echo=lambda line: None)
+
+
+def test_the_eta_counts_the_seeds_left_and_is_left_out_once_they_overrun(monkeypatch):
+    now = [1000.0]
+    seeds = _launcher(monkeypatch, now)
+    assert "ETA" not in seeds.progress_line()  # no seed finished yet: no mean
+    seeds._durations = [100.0]  # pylint: disable=protected-access
+    seeds._pending = seeds._pending[2:]  # pylint: disable=protected-access
+    seeds._running = [launcher._Running(None, None, started=now[0] - 30.0)]  # pylint: disable=protected-access
+    assert seeds.progress_line().endswith("ETA 170 s")  # 100 pending + 70 left of the running
+    seeds._pending = []  # pylint: disable=protected-access
+    now[0] += 80.0  # the last seed runs longer than the mean
+    assert "ETA" not in seeds.progress_line()
