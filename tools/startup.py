@@ -6,7 +6,10 @@ Runs the README's main command with `train.stop_at_return` once per seed, in
 a fresh process each time (as a user would), and prints per seed and as the
 median: the process's wall time, the imports, the trainer's timeline (build,
 compile with each thread's share, first iteration, training, checkpoint and
-export) and the trainer's own "return reached after" figure.
+export) and the trainer's own "return reached after" figure. Before each run
+it times a bare `python -c "import tensorflow"` (`tf_import`), and reports the
+run's wall time as a multiple of it (`wall_per_tf_import`): machines differ
+~2x, the ratio much less.
 """
 
 import json
@@ -62,6 +65,14 @@ def parse_log(log: str) -> Dict[str, float]:
     return phases
 
 
+def tf_import_seconds() -> float:
+    """Wall time of a new process that imports TensorFlow and exits."""
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-c", "import tensorflow"], capture_output=True,
+                   timeout=FLAGS.timeout, check=True)
+    return time.perf_counter() - start
+
+
 def run_once(seed: str) -> Dict[str, float]:
     """One training run in a new process; its phases and `wall` seconds."""
     with tempfile.TemporaryDirectory() as root_dir:
@@ -89,13 +100,15 @@ def main(argv) -> None:
     del argv
     runs = []
     for seed in FLAGS.seeds:
-        runs.append(run_once(seed))
+        baseline = tf_import_seconds()
+        run = run_once(seed)
+        runs.append(dict(run, tf_import=baseline, wall_per_tf_import=run["wall"] / baseline))
         print(json.dumps(dict(seed=seed, **{k: round(v, 2) for k, v in runs[-1].items()})),
               flush=True)
     summary = medians(runs)
     print("median of %d runs:" % len(runs))
     for key, value in summary.items():
-        print(f"  {key:28s} {value:7.2f} s")
+        print(f"  {key:28s} {value:7.2f} {'x' if key == 'wall_per_tf_import' else 's'}")
 
 
 if __name__ == "__main__":

@@ -159,7 +159,8 @@ def seeds_table(experiment: Dict) -> str:
 def markdown(summary: Dict) -> str:
     """`results.md`: per experiment, the cells' aggregates and every seed's figures."""
     parts = ["# Results", "",
-             "Figures are read at the runs' summaries (every `train.summary_interval` "
+             "Figures are read from the average return the trainer writes after every "
+             "learn batch (runs before that change: every `train.summary_interval` "
              "iterations). Seconds count from the run's first summary event (after imports "
              "and building, before compiling). IQM: interquartile mean over seeds; CI: 95 % "
              "percentile bootstrap. Last-25 % min: the lowest average return over the last "

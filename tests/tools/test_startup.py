@@ -48,7 +48,9 @@ def test_a_real_run_reports_phases_that_fit_in_its_wall_time():
                "compile LogThread"}
     phases = {"imports", "build", "compile", "first iteration", "training",
               "checkpoint and export"}
-    assert threads | phases | {"seed", "wall"} == set(run)  # "reached" never happens
+    assert threads | phases | {"seed", "wall", "tf_import", "wall_per_tf_import"} == set(run)
+    assert run["wall_per_tf_import"] == pytest.approx(run["wall"] / run["tf_import"], abs=0.01)
+    assert 0 < run["tf_import"] < run["wall"]  # "reached" never happens
     assert sum(run[k] for k in phases) <= run["wall"]
     assert sum(run[k] for k in threads) <= run["compile"] + 0.01 * len(threads)
     assert "median of 1 runs:" in result.stdout
