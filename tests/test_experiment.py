@@ -14,8 +14,8 @@ import time
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TINY = ["create_environment.num_parallel_environments=16", "train.num_env_steps=None",
-        "train.summary_interval=1", "train.log_interval_secs=1.0"]
+TINY = ["create_environment.num_parallel_environments=16", "AsyncOffPolicyDriver.unroll_length=16",
+        "train.num_env_steps=None", "train.summary_interval=1", "train.log_interval_secs=1.0"]
 
 
 def experiment(args, timeout=240):
