@@ -20,8 +20,10 @@ def test_soak_smoke_run_samples_memory_and_threads(tmp_path):
     samples = report["samples"]
     assert len(samples) >= 3
     assert all(s["rss_mib"] > 100 and s["threads"] >= 4 for s in samples)
-    # main + 2 env threads + 1 actor + 1 log thread (+ the learner watchdog timer).
-    assert max(s["threads"] for s in samples) <= 6
+    # main + 2 env threads + 1 actor + 1 log thread + the prefetch thread (+ the learner's
+    # starvation-watchdog timer, alive while it waits for a batch, as it often does at
+    # ppo_async.gin's small sizes): a fixed set, whatever the run's length.
+    assert max(s["threads"] for s in samples) <= 7
     assert abs(report["summary"]["rss_growth_after_warmup"]) < 1.0
     assert all(s["workers_pss_mib"] == 0 for s in samples)  # no env worker processes
 
