@@ -21,8 +21,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
 
 def _exit_on_interrupt(signum, frame) -> None:
     del frame
-    sys.stderr.write(f"Interrupted by {signal.Signals(signum).name}: exiting\n")
-    sys.stderr.flush()
+    # The process's own stderr: sys.stderr may be redirected (the old gym's import below).
+    os.write(2, f"Interrupted by {signal.Signals(signum).name}: exiting\n".encode())
     os._exit(128 + signum)  # nothing to clean up yet: no thread, no file of ours
 
 

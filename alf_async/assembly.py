@@ -23,7 +23,7 @@ def build(algorithm_class: Callable = PPOAlgorithm, seed: Optional[int] = None,
 
     With `serve_port`, the driver takes its unrolls from actor processes
     through a `ReverbService` listening there (0: a free port). `replay_dir`:
-    where a uniform replay buffer is saved if `UniformReplay.save_buffer` (a
+    where a uniform replay buffer is saved if `ReplayBuffer.save_buffer` (a
     worker of a multi-worker learner other than the chief adds `_worker<i>`).
 
     Returns:
@@ -47,7 +47,8 @@ def build(algorithm_class: Callable = PPOAlgorithm, seed: Optional[int] = None,
         remote = functools.partial(ReverbService, variables=algorithm.variables,
                                    version=learner.train_step, port=serve_port)
     driver = AsyncOffPolicyDriver(env_factory, algorithm, learner.train_step, seed=seed,
-                                  remote=remote, replay_dir=replay_dir)
+                                  remote=remote, replay_dir=replay_dir,
+                                  env_steps=learner.env_steps)
     learner.check_batch_shape(*driver.learn_batch_shape)
     loop = LearnerLoop(learner, driver.feed)
     driver.attach(loop)  # run_async() (ALF's name) runs the loop

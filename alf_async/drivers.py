@@ -7,8 +7,11 @@ import gin
 import numpy as np
 import tensorflow as tf
 
-from alf_async.batches import FreshBatches, LearnFeed, UniformReplayBatches
+from alf_async.batches import (FreshBatches, LearnFeed, PrioritizedReplayBatches,
+                               UniformReplayBatches)
+from alf_async.batches.contract import check_batch_source
 from alf_async.collection import Collector, LocalCollection, RemoteCollection
+from alf_async.collection.contract import check_collection
 from alf_async.experience import LearnBatch
 
 
@@ -33,9 +36,9 @@ def check_sizes(num_envs: int, num_actor_queues: int, unroll_length: int,
 def check_modes(exp_replayer: str, deterministic: bool, remote, num_envs: int,
                 num_actor_queues: int, learn_queue_cap: int, seed: Optional[int]) -> None:
     """Raises ValueError unless the replay and deterministic choices can run together."""
-    if exp_replayer not in ("one_time", "uniform"):
-        raise ValueError(f"AsyncOffPolicyDriver.exp_replayer must be 'one_time' or "
-                         f"'uniform', got {exp_replayer!r}")
+    if exp_replayer not in ("one_time", "uniform", "prioritized"):
+        raise ValueError(f"AsyncOffPolicyDriver.exp_replayer must be 'one_time', 'uniform' "
+                         f"or 'prioritized', got {exp_replayer!r}")
     if not deterministic:
         return
     need = None
@@ -62,14 +65,14 @@ def batch_mebibytes(unroll_spec, unroll_steps: int, learn_batch_shape: tuple) ->
     return unroll_bytes * int(np.prod(learn_batch_shape)) / unroll_steps / 2**20
 
 
-def check_fresh_options_unused() -> None:
-    """Raises ValueError if gin sets a `FreshBatches` option that uniform replay ignores."""
-    defaults = inspect.signature(FreshBatches.__init__).parameters
-    for name, value in gin.get_bindings(FreshBatches).items():
+def check_options_unused(source_class, exp_replayer: str) -> None:
+    """Raises ValueError if gin sets an option of a batch source that `exp_replayer`
+    does not build (`FreshBatches`' with replay, `PrioritizedReplayBatches`' without)."""
+    defaults = inspect.signature(source_class.__init__).parameters
+    for name, value in gin.get_bindings(source_class).items():
         if value != defaults[name].default:
-            raise ValueError(f"FreshBatches.{name}={value!r} applies to "
-                             f"exp_replayer='one_time' only; leave it unset with "
-                             f"exp_replayer='uniform'")
+            raise ValueError(f"{source_class.__name__}.{name}={value!r} does not apply to "
+                             f"exp_replayer={exp_replayer!r}; leave it unset")
 
 
 @gin.configurable(module="alf_async")
@@ -120,7 +123,8 @@ class AsyncOffPolicyDriver:
                  seed: Optional[int] = None,
                  observers: Sequence[Callable] = (),
                  remote: Optional[Callable] = None,
-                 replay_dir: Optional[str] = None):
+                 replay_dir: Optional[str] = None,
+                 env_steps: Optional[tf.Variable] = None):
         """
         Args:
             env_factory: `env_id -> batched PyEnvironment` of B sub-envs; all
@@ -138,7 +142,10 @@ class AsyncOffPolicyDriver:
                 learn batch before failing with a diagnosis of the pipeline.
             exp_replayer: 'one_time': each learn batch is Q new unrolls
                 (`FreshBatches`, whose options gin sets); 'uniform': windows
-                sampled from a replay table (`UniformReplayBatches`).
+                sampled from a replay table (`UniformReplayBatches`);
+                'prioritized': sampled by priority, the learner's TD errors
+                written back (`PrioritizedReplayBatches`, whose options gin
+                sets).
             deterministic: reproducible mode: a policy lag of 0, seeded actors
                 and learn batches in env order (`LocalCollection`,
                 `FreshBatches`). Needs `seed`, and Q divisible by E.
@@ -148,15 +155,19 @@ class AsyncOffPolicyDriver:
                 metrics of E * B sub-envs, whose results `summaries()` gives.
             remote: `(unroll_spec=, num_envs=) -> ReverbService`: actor
                 processes (`python -m alf_async.actor`) collect instead.
-            replay_dir: where a `UniformReplay` with `save_buffer` keeps its
+            replay_dir: where a `ReplayBuffer` with `save_buffer` keeps its
                 content (the trainer passes `root_dir/replay`).
+            env_steps: int64 scalar variable, the learner's env steps
+                (`Learner.env_steps`): prioritized replay's beta follows it.
+                None: a counter of its own, at 0.
         """
         check_sizes(num_envs, num_actor_queues, unroll_length, learn_queue_cap,
                     actor_queue_cap)
         check_modes(exp_replayer, deterministic, remote, num_envs, num_actor_queues,
                     learn_queue_cap, seed)
-        self._version = (policy_version if policy_version is not None else
-                         tf.Variable(0, dtype=tf.int64, trainable=False))
+        counter = lambda v: v if v is not None else tf.Variable(0, dtype=tf.int64,
+                                                                trainable=False)
+        self._version, self._env_steps = counter(policy_version), counter(env_steps)
         self.num_envs, self.unroll_length = num_envs, unroll_length
         self.learn_queue_cap, self.deterministic = learn_queue_cap, deterministic
         self.collection = (
@@ -164,11 +175,13 @@ class AsyncOffPolicyDriver:
             else LocalCollection(env_factory, algorithm, self._version, num_envs,
                                  num_actor_queues, actor_queue_cap, unroll_length,
                                  deterministic, seed))
+        check_collection(self.collection)
         try:
             self._collector = Collector(
                 self.collection, learn_queue_cap, observers,
                 permits_per_env=learn_queue_cap // num_envs if deterministic else 0)
             self.batches = self._make_batches(exp_replayer, algorithm, seed, replay_dir)
+            check_batch_source(self.batches)
         except Exception:
             self.collection.close()
             raise
@@ -184,12 +197,17 @@ class AsyncOffPolicyDriver:
 
     def _make_batches(self, exp_replayer: str, algorithm, seed, replay_dir):
         collector = self._collector
+        if exp_replayer != "prioritized":
+            check_options_unused(PrioritizedReplayBatches, exp_replayer)
+        if exp_replayer == "one_time":
+            return FreshBatches(collector.take, self._version, self.learn_queue_cap,
+                                collector.queues.unroll_permits, seed)
+        check_options_unused(FreshBatches, exp_replayer)
+        spec, should_stop = collector.queues.learn_queue.spec, collector.coord.should_stop
         if exp_replayer == "uniform":
-            check_fresh_options_unused()
-            return UniformReplayBatches(collector.queues.learn_queue.spec, algorithm,
-                                        collector.coord.should_stop, replay_dir)
-        return FreshBatches(collector.take, self._version, self.learn_queue_cap,
-                            collector.queues.unroll_permits, seed)
+            return UniformReplayBatches(spec, algorithm, should_stop, replay_dir)
+        return PrioritizedReplayBatches(spec, algorithm, should_stop,
+                                        lambda: int(self._env_steps), replay_dir)
 
     @property
     def learn_batch_shape(self):
@@ -296,8 +314,9 @@ class AsyncOffPolicyDriver:
 
 
 def local_collection(env_factory: Callable[[int], object], algorithm,
-                     version: tf.Variable) -> LocalCollection:
-    """The `LocalCollection` of the gin configuration's driver sizes (an actor process's).
+                     version: tf.Variable, task: int = 0) -> LocalCollection:
+    """The `LocalCollection` of the gin configuration's driver sizes (actor process
+    `task`'s: its envs are global env ids `task * E ... task * E + E - 1`).
 
     Raises:
         ValueError: a size rule is broken (names the setting).
@@ -308,4 +327,5 @@ def local_collection(env_factory: Callable[[int], object], algorithm,
         "num_envs", "num_actor_queues", "unroll_length", "learn_queue_cap", "actor_queue_cap")}
     check_sizes(**sizes)
     del sizes["learn_queue_cap"]  # the learner's; an actor sends each unroll alone
-    return LocalCollection(env_factory, algorithm, version, **sizes)
+    return LocalCollection(env_factory, algorithm, version, **sizes,
+                           first_stream=task * sizes["num_envs"])

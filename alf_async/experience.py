@@ -79,11 +79,17 @@ class LearnBatch(NamedTuple):
         bootstrap: time step after each unroll, leaves `[Q, B, ...]`.
         env_ids: `[Q]` int32, the env thread of each unroll.
         env_steps: Python int, `Q * T * B`.
+        weights: None, or `[Q, B]` float32 importance weights of each
+            column's samples in the loss (prioritized replay).
+        items: None, or what the batch source needs back after the update
+            (`after_update`): which stored items the batch holds.
     """
     experience: Experience
     bootstrap: Nest
     env_ids: Any
     env_steps: int
+    weights: Any = None
+    items: Any = None
 
 
 def unroll_trajectory(unroll: Unroll) -> trajectory.Trajectory:

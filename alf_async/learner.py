@@ -22,15 +22,35 @@ class DeviceBatch(NamedTuple):
     """A learn batch already placed on the learner's replicas (`Learner.place`).
 
     Attributes:
-        experience, bootstrap: the batch's nests, one share per replica
-            (per-replica values when there are several replicas).
+        experience, bootstrap, weights: the batch's nests, one share per
+            replica (per-replica values when there are several replicas);
+            `weights` is `()` when the batch has none.
         policy_version: `[Q, T, B]` int64, the version that acted (host).
         env_steps: Python int, `Q * T * B`.
+        items: the learn batch's `items`, for the batch source's
+            `after_update` (host, untouched).
     """
     experience: Any
     bootstrap: Any
+    weights: Any
     policy_version: Any
     env_steps: int
+    items: Any = None
+
+
+class Update(NamedTuple):
+    """What one learner update found.
+
+    Attributes:
+        losses: `{term: scalar}` means over the update's minibatches (empty
+            when a non-finite update was skipped).
+        per_item: `{term: [K, Q * B] numpy}` of the algorithm's `item_terms`
+            and their `mask`, computed after the update on every sample of a
+            batch with importance weights (K samples per column, time-major);
+            empty otherwise.
+    """
+    losses: Dict[str, tf.Tensor]
+    per_item: Dict[str, Any]
 
 
 def make_optimizer(name: str, learning_rate: float, epsilon: float, decay: float,
@@ -205,7 +225,7 @@ class Learner(tf.Module):
         placed = self.place(batch)
         if clock is not None:
             clock.add("load", time.perf_counter() - start)
-        return self.update(placed, clock)
+        return self.update(placed, clock).losses
 
     def place(self, batch: LearnBatch) -> DeviceBatch:
         """Copies a learn batch onto the replicas' devices.
@@ -218,13 +238,15 @@ class Learner(tf.Module):
         """
         with self._strategy.scope():
             self._algorithm.observe(batch)
-        experience, bootstrap = self._distribute(batch)
-        return DeviceBatch(experience, bootstrap, batch.experience.policy_version,
-                           batch.env_steps)
+        experience, (bootstrap, weights) = self._distribute(batch)
+        return DeviceBatch(experience, bootstrap, weights, batch.experience.policy_version,
+                           batch.env_steps, batch.items)
 
-    def update(self, batch: DeviceBatch, clock: Optional[StageClock] = None
-               ) -> Dict[str, tf.Tensor]:
-        """One update on a placed learn batch; returns the mean loss terms.
+    def update(self, batch: DeviceBatch, clock: Optional[StageClock] = None) -> Update:
+        """One update on a placed learn batch; returns its mean loss terms and per-item terms.
+
+        A batch with importance weights scales each sample's loss terms by
+        its column's weight, and gets the algorithm's `item_terms` back.
 
         `clock`, if given, gets the `grad` time (the compiled update).
 
@@ -244,7 +266,8 @@ class Learner(tf.Module):
         start = time.perf_counter()
         update = int(self.train_step) + 1
         try:
-            info = self._train(batch.experience, batch.bootstrap, batch.policy_version)
+            info, per_item = self._train(batch.experience, batch.bootstrap, batch.weights,
+                                         batch.policy_version)
         except tf.errors.InvalidArgumentError as error:
             if _NON_FINITE not in str(error):
                 raise
@@ -255,10 +278,10 @@ class Learner(tf.Module):
             self.skipped_updates += 1
             logging.warning("%s; skipped the rest of the learn batch (%d so far)", message,
                             self.skipped_updates)
-            return {}
+            return Update({}, {})
         if clock is not None:
             clock.add("grad", time.perf_counter() - start)
-        return info
+        return Update(info, {k: v.numpy() for k, v in per_item.items()})
 
     def all_workers_sum(self, value: int) -> int:
         """`value` summed over the learner's worker processes (all-reduced if several).
@@ -283,14 +306,15 @@ class Learner(tf.Module):
         an accelerator gets a copy of the whole batch.
         """
         replicas = len(self.devices)
+        steps = (batch.bootstrap, () if batch.weights is None else batch.weights)
         if self._strategy.num_replicas_in_sync == 1:
             device = self.devices[0]
             if "CPU" in device.upper():  # already there
-                return batch.experience, batch.bootstrap
+                return batch.experience, steps
             with tf.device(device):
-                return tf.nest.map_structure(tf.identity, (batch.experience, batch.bootstrap))
+                return tf.nest.map_structure(tf.identity, (batch.experience, steps))
         experience = tf.nest.map_structure(layout.one_wide_unroll, batch.experience)
-        bootstrap = tf.nest.map_structure(layout.one_wide_step, batch.bootstrap)
+        bootstrap = tf.nest.map_structure(layout.one_wide_step, steps)
         width = batch.env_ids.shape[0] * batch.bootstrap.step_type.shape[1] // replicas
 
         def shard(ctx):  # replica ids run over all workers, `replicas` per worker
@@ -301,9 +325,9 @@ class Learner(tf.Module):
         return self._strategy.experimental_distribute_values_from_function(shard)
 
     @tf.function(autograph=False)  # converting the algorithm's code would take seconds
-    def _train(self, experience, bootstrap, policy_version):
+    def _train(self, experience, bootstrap, weights, policy_version):
         lag = tf.cast(self.train_step - policy_version, tf.float32)
-        samples = self._strategy.run(self._algorithm.preprocess, (experience, bootstrap))
+        samples = self._strategy.run(self._preprocess, (experience, bootstrap, weights))
         orders = self._strategy.run(self._epoch_orders, (samples["mask"], self.train_step))
         num_steps = self._num_epochs * self._num_minibatches
         totals = self._sgd_step_fn(samples, orders, tf.constant(0))
@@ -312,6 +336,7 @@ class Learner(tf.Module):
             lambda i, totals: (i + 1, tf.nest.map_structure(
                 tf.add, totals, self._sgd_step_fn(samples, orders, i))),
             (tf.constant(1), totals), parallel_iterations=1)
+        per_item = self._per_item(samples, weights, totals) if tf.nest.flatten(weights) else {}
         self.train_step.assign_add(1)
         means = {k: v / num_steps for k, v in totals.items()}
         step = self.train_step
@@ -324,7 +349,31 @@ class Learner(tf.Module):
         tf.summary.scalar("learner/policy_lag_min", tf.reduce_min(lag), step=step)
         tf.summary.scalar("learner/policy_lag_mean", tf.reduce_mean(lag), step=step)
         tf.summary.scalar("learner/policy_lag_max", tf.reduce_max(lag), step=step)
-        return means
+        return means, per_item
+
+    def _preprocess(self, experience, bootstrap, weights):
+        """The algorithm's samples; with weights, each sample's is its column's (`weight`)."""
+        samples = self._algorithm.preprocess(experience, bootstrap)
+        if tf.nest.flatten(weights):
+            columns = tf.reshape(weights, [-1])  # [Q, B] or [1, W]: the samples' columns
+            per_column = tf.shape(samples["mask"])[0] // tf.size(columns)
+            samples["weight"] = tf.tile(columns, [per_column])
+        return samples
+
+    def _per_item(self, samples, weights, after):
+        """`{term: [K, columns]}` of the `item_terms` (and `mask`) after the update's
+        steps (`after`: their results, to order the computation after them)."""
+        def replica_terms(samples, weights):
+            columns = tf.size(weights)
+            terms = self._algorithm.loss(samples)
+            terms = {k: terms[k] for k in self._algorithm.item_terms}
+            return {k: tf.reshape(v, [-1, columns])
+                    for k, v in dict(terms, mask=samples["mask"]).items()}
+
+        with tf.control_dependencies(tf.nest.flatten(after)):
+            terms = self._strategy.run(replica_terms, (samples, weights))
+        return {k: tf.concat(self._strategy.experimental_local_results(v), axis=1)
+                for k, v in terms.items()}
 
     def _epoch_orders(self, mask, train_step):
         """`[num_epochs, N]`: a random order of this replica's N samples per epoch.
@@ -370,10 +419,11 @@ class Learner(tf.Module):
         grads, means = None, None
         for i in range(self._num_microbatches):
             micro = tf.nest.map_structure(lambda x, i=i: x[i * size:(i + 1) * size], batch)
+            scale = micro["mask"] * micro["weight"] if "weight" in micro else micro["mask"]
             with tf.GradientTape(persistent=len(groups) > 1) as tape:
                 terms = self._algorithm.loss(micro)
                 # Partial sums of the minibatch means: they add up over pieces.
-                sums = {k: tf.reduce_sum(v * micro["mask"]) / count for k, v in terms.items()}
+                sums = {k: tf.reduce_sum(v * scale) / count for k, v in terms.items()}
             piece = [g for term, group in groups for g in tape.gradient(sums[term], group)]
             del tape
             grads = piece if grads is None else [g + p for g, p in zip(grads, piece)]

@@ -14,7 +14,7 @@ import gin
 import numpy as np
 
 from alf_async.metrics import StageClock
-from alf_async.threads import DriverThread
+from alf_async.driver_thread import DriverThread
 
 
 class PrefetchThread(DriverThread):
@@ -84,7 +84,7 @@ class LearnerLoop:
         """
         Args:
             learner: provides `place(LearnBatch) -> DeviceBatch` and
-                `update(DeviceBatch, clock)`.
+                `update(DeviceBatch, clock) -> Update`.
             feed: the driver's `LearnFeed` (`driver.feed`).
             prefetch_depth: learn batches dequeued and placed on the
                 learner's devices ahead of the update that uses them (0:
@@ -103,9 +103,13 @@ class LearnerLoop:
     def step(self) -> int:
         """Trains the learner on one learn batch; returns its env steps.
 
+        Then hands the feed what the update found per item (`after_update`:
+        prioritized replay's new priorities).
+
         Times the wait for the batch (`dequeue_wait`), its placement on the
-        devices (`load`, overlapped when prefetching) and the update (`grad`)
-        in `self.clock`, and samples the learn-queue depth.
+        devices (`load`, overlapped when prefetching), the update (`grad`)
+        and the hand-back (`after_update`) in `self.clock`, and samples the
+        learn-queue depth.
 
         Raises:
             ThreadError, LearnerStarvedError, RuntimeError: as the feed's
@@ -122,7 +126,10 @@ class LearnerLoop:
             self.clock.add("dequeue_wait", fetched - start)
             placed = self._learner.place(batch)
             self.clock.add("load", time.perf_counter() - fetched)
-        self._learner.update(placed, self.clock)
+        update = self._learner.update(placed, self.clock)
+        start = time.perf_counter()
+        self._feed.after_update(placed, update.per_item)
+        self.clock.add("after_update", time.perf_counter() - start)
         self.clock.tick()
         return placed.env_steps
 

@@ -33,6 +33,7 @@ class EpisodeStats:
         self._returns = np.zeros((num_envs, batch_size), np.float64)
         self._lengths = np.zeros((num_envs, batch_size), np.int64)
         self._recent = collections.deque(maxlen=window)
+        self._recent_by_env = [collections.deque(maxlen=window) for _ in range(num_envs)]
         self._num_episodes = 0
         self._num_env_steps = 0
 
@@ -51,6 +52,7 @@ class EpisodeStats:
                 lengths[last] = 0
         with self._lock:
             self._recent.extend(finished)
+            self._recent_by_env[env_id].extend(finished)
             self._num_episodes += len(finished)
             self._num_env_steps += reward.size
 
@@ -64,6 +66,13 @@ class EpisodeStats:
         """Env steps of all unrolls accounted so far."""
         with self._lock:
             return self._num_env_steps
+
+    def returns_by_env(self) -> list:
+        """Each env's average return over its last `window` episodes (NaN: none yet):
+        how envs that act differently (Ape-X's epsilons) fare."""
+        with self._lock:
+            return [float(np.mean([r for r, _ in recent])) if recent else float("nan")
+                    for recent in self._recent_by_env]
 
     def averages(self):
         """`(average_return, average_episode_length)` over the window, NaN if empty."""

@@ -195,6 +195,8 @@ def write_metrics(driver, loop, learner, counters: Counters, fps: float) -> dict
         tf.summary.scalar(f"{family}/AverageEpisodeLength", average_length, step=step)
     tf.summary.scalar("Metrics/EnvironmentSteps", env_steps, step=iteration)
     tf.summary.scalar("Metrics/NumberOfEpisodes", counters.episodes, step=iteration)
+    for env_id, value in enumerate(driver.stats.returns_by_env()):
+        tf.summary.scalar(f"Metrics_by_env/AverageReturn_env{env_id}", value, step=env_steps)
     tf.summary.scalar("driver/env_frames_per_sec", fps, step=iteration)
     tf.summary.scalar("driver/learn_queue_size", driver.learn_queue_size(), step=iteration)
     tf.summary.scalar("learner/num_replicas", learner.strategy.num_replicas_in_sync,

@@ -79,8 +79,9 @@ class CountingPolicy:
         self.time_step_spec = tensor_spec.from_spec(env.time_step_spec())
         self.action_spec = tensor_spec.from_spec(env.action_spec())
         self.policy_state_spec = tf.TensorSpec([], tf.int32)
+        self.item_terms = ()
 
-    def act(self, observation, step_type, policy_state, seed=None):
+    def act(self, observation, step_type, policy_state, seed=None, env_id=None):
         count = tf.cast(observation[:, 2], tf.int64)
         state = tf.where(step_type == ts.StepType.FIRST, 0, policy_state) + 1
         return count % 2, state, -tf.cast(count, tf.float32)
@@ -130,7 +131,7 @@ class VersionPolicy(CountingPolicy):
         super().__init__(env)
         self._version = version
 
-    def act(self, observation, step_type, policy_state, seed=None):
+    def act(self, observation, step_type, policy_state, seed=None, env_id=None):
         count, state, log_prob = super().act(observation, step_type, policy_state, seed)
         return tf.fill(tf.shape(count), self._version.read_value()), state, log_prob
 
@@ -142,7 +143,7 @@ class StatelessCountingPolicy(CountingPolicy):
         super().__init__(env)
         self.policy_state_spec = ()
 
-    def act(self, observation, step_type, policy_state, seed=None):
+    def act(self, observation, step_type, policy_state, seed=None, env_id=None):
         count = tf.cast(observation[:, 2], tf.int64)
         return count % 2, (), -tf.cast(count, tf.float32)
 
@@ -161,7 +162,7 @@ class WeightPolicy(tf.Module):
         self.policy_state_spec = () if stateless else tf.TensorSpec([], tf.int32)
         self.weight = tf.Variable(tf.zeros(weight_shape, tf.int64))
 
-    def act(self, observation, step_type, policy_state, seed=None):
+    def act(self, observation, step_type, policy_state, seed=None, env_id=None):
         state = () if self.policy_state_spec == () else (
             tf.where(step_type == ts.StepType.FIRST, 0, policy_state) + 1)
         action = tf.fill(tf.shape(step_type), tf.reshape(self.weight, [-1])[0])

@@ -25,7 +25,8 @@ def test_strict_site_build(tmp_path):
     assert "Warning" not in output, output  # the pinned plugins agree with each other
     api = (tmp_path / "site" / "api" / "index.html").read_text()
     assert "AsyncOffPolicyDriver" in api and "get_training_exps" in api
-    for name in ("training_loop", "checkpoints", "evaluation", "replay", "remote.service"):
+    for name in ("training_loop", "checkpoints", "evaluation", "batches.replay_buffer",
+                 "batches.prioritized", "remote.service"):
         assert f"alf_async.{name}" in api, name
     results = (tmp_path / "site" / "results" / "index.html").read_text()
     for image in re.findall(r'<img [^>]*src="([^"]+)"', results):

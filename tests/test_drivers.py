@@ -194,6 +194,9 @@ def test_starving_learner_gets_a_diagnosis_instead_of_a_hang():
     driver, envs = _driver(num_envs=2, actor_queue_cap=1, unroll_length=4, learn_queue_cap=2,
                            learner_queue_timeout=0.5)
     driver.start()
+    deadline = time.time() + 60  # the first batch compiles: slow on a loaded machine
+    while driver.learn_queue_size() < 2 and time.time() < deadline:
+        time.sleep(0.05)
     driver.get_training_exps()
     gate = threading.Event()
     for env in envs:  # freeze the envs: no unroll is produced until the gate opens

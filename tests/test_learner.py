@@ -222,6 +222,7 @@ class _TwoTermAlgorithm(tf.Module):
 
     time_step_spec = action_spec = policy_state_spec = ()
     recurrent = False
+    item_terms = ()
 
     def act(self, observation, step_type, policy_state, greedy=False, seed=None):
         raise AssertionError("the learner does not act")
@@ -286,3 +287,33 @@ def test_learner_clips_each_loss_group_apart_when_asked():
     np.testing.assert_allclose(together[0] / together[1], 0.375 / 0.5, rtol=1e-2)
     # together: both scaled by 0.1 / 0.625; apart: each to a norm of 0.1
     np.testing.assert_allclose(apart / together, [0.1 / 0.06, 0.1 / 0.08], rtol=1e-2)
+
+
+@pytest.mark.parametrize("replicas", [1, 2])
+def test_importance_weights_scale_the_loss_and_td_errors_come_back_per_column(replicas):
+    strategy = (tf.distribute.get_strategy() if replicas == 1 else
+                create_strategy("mirrored", devices=["/cpu:0", "/cpu:1"]))
+    algo, learner = _learner(strategy, DqnAlgorithm, DQN, **EQUIVALENCE)
+    set_weights(algo)
+    weights = np.random.default_rng(1).uniform(0.1, 1.0, (Q, B)).astype(np.float32)
+    batch = _batch(2)._replace(weights=tf.constant(weights))
+
+    def terms():  # the algorithm's own samples: one per column (window), columns q * B + b
+        with strategy.scope():
+            samples = algo.preprocess(batch.experience, batch.bootstrap)
+            return samples["mask"].numpy(), algo.loss(samples)
+
+    mask, before = terms()
+    update = learner.update(learner.place(batch))
+    want = (before["loss"].numpy() * mask * weights.reshape(-1)).sum() / mask.sum()
+    np.testing.assert_allclose(update.losses["loss"], want, rtol=1e-5)
+    unweighted = (before["loss"].numpy() * mask).sum() / mask.sum()
+    assert abs(want - unweighted) > 1e-3 * abs(unweighted)  # the weights matter here
+    # The TD errors come back after the update, one per column, in column order.
+    _, after = terms()
+    assert update.per_item["td_error"].shape == (1, Q * B)
+    np.testing.assert_allclose(update.per_item["td_error"][0], after["td_error"].numpy(),
+                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(update.per_item["mask"][0], mask)
+    assert not np.allclose(after["td_error"].numpy(), before["td_error"].numpy())
+    assert learner.update(learner.place(_batch(3))).per_item == {}  # no weights: none asked

@@ -5,7 +5,8 @@ import pytest
 import tensorflow as tf
 
 from alf_async.errors import ThreadError
-from alf_async.learner import DeviceBatch
+from alf_async.experience import LearnBatch
+from alf_async.learner import DeviceBatch, Update
 from alf_async.learner_loop import LearnerLoop
 from alf_async.threads import live_driver_threads
 from fakes import learning_driver, timed_stop
@@ -23,14 +24,15 @@ class _RecordingLearner:
 
     def place(self, batch):
         self.placed.append(time.perf_counter())
-        return DeviceBatch(batch.experience, batch.bootstrap, batch.experience.policy_version,
-                           batch.env_steps)
+        return DeviceBatch(batch.experience, batch.bootstrap, (),
+                           batch.experience.policy_version, batch.env_steps, batch.items)
 
     def update(self, batch, clock=None):
         start = time.perf_counter()
         time.sleep(self._update_secs)
         self.train_step.assign_add(1)
         self.updates.append((start, time.perf_counter()))
+        return Update({}, {"td_error": batch.items})
 
 
 def _loop(learner, prefetch_depth=1, **kwargs):
@@ -98,3 +100,35 @@ def test_run_async_without_a_learner_loop_is_an_error():
     with pytest.raises(RuntimeError, match="needs a LearnerLoop"):
         driver.run_async()
     driver.stop()
+
+
+class _ItemFeed:
+    """A feed of batches whose `items` number them; records what comes back."""
+
+    deterministic = False
+
+    def __init__(self):
+        self.taken, self.back = 0, []
+
+    def take(self):
+        self.taken += 1
+        return LearnBatch((), (), None, 1, items=self.taken)
+
+    @staticmethod
+    def queue_size():
+        return 0
+
+    def after_update(self, batch, per_item):
+        self.back.append((batch.items, per_item["td_error"], self.taken))
+
+
+def test_each_update_hands_its_batch_and_per_item_terms_back_once_in_order():
+    learner = _RecordingLearner(update_secs=0.0)
+    learner.place = lambda batch: DeviceBatch((), (), (), None, 1, batch.items)
+    feed = _ItemFeed()
+    loop = LearnerLoop(learner, feed, prefetch_depth=0)
+    for _ in range(3):
+        loop.step()
+    # Batch k came back with the update's terms for batch k, before batch k + 1 was taken.
+    assert feed.back == [(1, 1, 1), (2, 2, 2), (3, 3, 3)]
+    assert "after_update_ms" in loop.clock.read_and_reset()

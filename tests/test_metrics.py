@@ -73,3 +73,13 @@ def test_episode_stats_match_a_step_by_step_count_on_random_episodes():
     assert everything.num_episodes == recent.num_episodes == len(expected) > 20
     assert everything.averages() == tuple(np.mean(expected, axis=0))
     assert recent.averages() == tuple(np.mean(expected[-3:], axis=0))  # in order
+
+
+def test_returns_by_env_average_each_envs_own_episodes():
+    stats = EpisodeStats(num_envs=3, batch_size=1, window=2)
+    for env_id, rewards in [(0, [1, 1]), (0, [3, 3]), (0, [5, 5]), (2, [0, 4])]:
+        stats.update(np.array([[0], [rewards[0]], [rewards[1]]], np.float32),
+                     np.array([[F], [M], [L]], np.int32), env_id=env_id)
+    by_env = stats.returns_by_env()
+    assert by_env[0] == 8.0  # its last two episodes: 6 and 10
+    assert np.isnan(by_env[1]) and by_env[2] == 4.0

@@ -231,24 +231,32 @@ def test_pixel_configs_train_evaluate_export_and_play_on_uint8_frames(tmp_path, 
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("config", ["dqn_cartpole", "dqn_minatar", "sac_pendulum", "sac_mujoco"])
+@pytest.mark.parametrize("config", ["dqn_cartpole", "dqn_minatar", "sac_pendulum", "sac_mujoco",
+                                    "dqn_cartpole_prioritized", "dqn_apex"])
 def test_replay_configs_train_evaluate_export_and_play(tmp_path, config):
     root = tmp_path / config
     result = _cli(f"--gin_file=gin_configs/{config}.gin", f"--root_dir={root}",
                   "--gin_param=train.num_iterations=6", "--gin_param=train.num_env_steps=None",
-                  "--gin_param=UniformReplay.min_size=64", "--gin_param=UniformReplay.batch_size=64",
+                  "--gin_param=ReplayBuffer.min_size=64", "--gin_param=ReplayBuffer.batch_size=64",
                   "--gin_param=alf_async.Learner.num_minibatches=2",
                   "--gin_param=train.summary_interval=3", "--gin_param=train.eval_interval=3",
                   "--gin_param=train.num_eval_episodes=2", "--gin_param=train.seed=1",
                   timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "uniform replay at" in result.stderr
+    prioritized = config in ("dqn_cartpole_prioritized", "dqn_apex")
+    assert ("prioritized replay (alpha 0.6)" if prioritized else "uniform replay at") \
+        in result.stderr
     # Reverb's C++ INFO lines (server start and stop, in-process sampler) are held back.
     assert not [l for l in result.stderr.splitlines() if l.startswith("[reverb/")]
     scalars = read_scalars(str(root))
     assert [s for s, _ in scalars["eval/AverageReturn"]] == [3, 6]
     assert scalars["replay/achieved_ratio"][-1][1] > 0
     assert scalars["loss/loss"]  # the learner trained on sampled windows
+    if prioritized:  # every update wrote its segments' priorities back
+        assert scalars["replay/priority_updates"][-1][1] >= 64 // 8 * 2
+    if config == "dqn_apex":  # each env's own returns
+        assert {"Metrics_by_env/AverageReturn_env0", "Metrics_by_env/AverageReturn_env1"} \
+            <= set(scalars)
     play = subprocess.run([sys.executable, "-m", "alf_async.play", f"--root_dir={root}",
                            "--num_episodes=2"], cwd=ROOT, capture_output=True, text=True,
                           timeout=120)
@@ -262,12 +270,12 @@ def test_replay_buffer_is_saved_only_when_asked_and_a_resumed_run_starts_from_it
         result = _cli("--gin_file=gin_configs/dqn_cartpole.gin", f"--root_dir={root}",
                       f"--gin_param=train.num_iterations={iterations}",
                       "--gin_param=train.num_env_steps=None", "--gin_param=train.seed=1",
-                      "--gin_param=UniformReplay.min_size=64", *params, timeout=300)
+                      "--gin_param=ReplayBuffer.min_size=64", *params, timeout=300)
         assert result.returncode == 0, result.stderr[-3000:]
         return result.stderr
     run(tmp_path / "off", 2)
     assert not (tmp_path / "off" / "replay").exists()
-    on = ["--gin_param=UniformReplay.save_buffer=True"]
+    on = ["--gin_param=ReplayBuffer.save_buffer=True"]
     assert "Saved the replay buffer" in run(tmp_path / "on", 2, *on)
     assert len(os.listdir(tmp_path / "on" / "replay")) == 1  # the latest copy only
     resumed = re.search(r"Resumed the replay buffer from .*: (\d+) segments",

@@ -79,6 +79,7 @@ class ActorCriticAlgorithm(tf.Module):
         self.time_step_spec = tensor_spec.from_spec(time_step_spec)
         self.action_spec = tensor_spec.from_spec(action_spec)
         self.recurrent = bool(lstm_size)
+        self.item_terms = ()  # learns from fresh unrolls: nothing to prioritize
         obs_spec = self.time_step_spec.observation
         if normalize_observations and not obs_spec.dtype.is_floating:
             raise ValueError(f"{type(self).__name__}.normalize_observations=True needs float "
@@ -138,7 +139,8 @@ class ActorCriticAlgorithm(tf.Module):
     def after_sgd_step(self) -> None:
         """Nothing to do after an optimizer step (no target networks)."""
 
-    def act(self, observation, step_type, policy_state, greedy: bool = False, seed=None):
+    def act(self, observation, step_type, policy_state, greedy: bool = False, seed=None,
+            env_id=None):
         """Acts on a batch of N observations (leaves `[N, ...]`).
 
         Args:

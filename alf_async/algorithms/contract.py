@@ -24,6 +24,9 @@ class Algorithm(Protocol):
             feed-forward); env threads carry it from step to step.
         recurrent: whether the learner's samples are whole unrolls (`[N, T]`
             sequences) instead of single steps.
+        item_terms: names of per-sample terms of `loss` that tell a batch
+            source about each sampled item (`("td_error",)`: absolute TD
+            errors, for prioritized replay); `()` if none.
         variables_to_train: every variable the optimizer updates, each once.
         loss_groups: `[(term, variables)]`: which loss term each set of
             variables minimises (the learner may clip the groups apart);
@@ -37,17 +40,20 @@ class Algorithm(Protocol):
     action_spec: Nest
     policy_state_spec: Nest
     recurrent: bool
+    item_terms: Sequence[str]
     variables_to_train: Sequence[tf.Variable]
     loss_groups: List[Tuple[str, Sequence[tf.Variable]]]
 
     def act(self, observation: Nest, step_type: tf.Tensor, policy_state: Nest,
-            greedy: bool = False, seed=None) -> Tuple[Nest, Nest, tf.Tensor]:
+            greedy: bool = False, seed=None, env_id=None) -> Tuple[Nest, Nest, tf.Tensor]:
         """`[N, ...]` observations -> `(action, new_policy_state, log_prob)`, leading dim N.
 
         `greedy`: the most likely action (evaluation, the exported policy);
         else a sample of the behaviour policy. `seed`: a `[2]` integer seed
-        of a stateless sample (None: stateful). Called by the actor threads
-        (or env threads) while the learner trains.
+        of a stateless sample (None: stateful). `env_id`: `[N]` int32, the
+        global env id (stream) of each row, for exploration that differs by
+        env (Ape-X's epsilons); None outside collection. Called by the actor
+        threads (or env threads) while the learner trains.
         """
 
     def observe(self, batch) -> None:
@@ -72,7 +78,7 @@ class Algorithm(Protocol):
         (schedules such as the entropy coefficient or epsilon; may be empty)."""
 
 
-_REQUIRED = ("time_step_spec", "action_spec", "policy_state_spec", "recurrent",
+_REQUIRED = ("time_step_spec", "action_spec", "policy_state_spec", "recurrent", "item_terms",
              "variables_to_train", "loss_groups", "act", "observe", "set_env_steps",
              "preprocess", "loss", "after_sgd_step", "scalars")
 

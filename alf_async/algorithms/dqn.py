@@ -1,6 +1,6 @@
 """Double DQN with n-step returns, learning from uniform replay."""
 
-from typing import Dict, Optional, Sequence
+from typing import Dict, List, Optional, Sequence
 
 import gin
 import tensorflow as tf
@@ -22,13 +22,36 @@ def huber(x, delta: float = 1.0):
 
 
 @gin.configurable(module="alf_async")
+def apex_epsilons(num_envs: int, epsilon: float = 0.4, alpha: float = 7.0) -> List[float]:
+    """Ape-X's exploration rates: env i of N acts with `epsilon^(1 + alpha * i / (N - 1))`.
+
+    Env 0 explores most (`epsilon`), env N - 1 least (`epsilon^(1 + alpha)`);
+    one env gets `epsilon`. Use as `DqnAlgorithm.epsilon_per_env =
+    @apex_epsilons()` with `apex_epsilons.num_envs` the number of env ids
+    (env threads, times actor processes with remote actors).
+
+    Raises:
+        ValueError: `num_envs` < 1 or `epsilon` outside [0, 1] (names it).
+    """
+    if not isinstance(num_envs, int) or num_envs < 1:
+        raise ValueError(f"apex_epsilons.num_envs must be an integer >= 1, got {num_envs!r}")
+    if not 0 <= epsilon <= 1:
+        raise ValueError(f"apex_epsilons.epsilon must be in [0, 1], got {epsilon!r}")
+    if num_envs == 1:
+        return [float(epsilon)]
+    return [float(epsilon ** (1 + alpha * i / (num_envs - 1))) for i in range(num_envs)]
+
+
+@gin.configurable(module="alf_async")
 class DqnAlgorithm(tf.Module):
     """Double DQN: Q(s, a) regressed to n-step returns bootstrapped by a target network.
 
-    The target of a window `s_0 ... s_n` (from `UniformReplay`, n =
-    `UniformReplay.sequence_length`) is `advantages.n_step_return` with
+    The target of a window `s_0 ... s_n` (from `ReplayBuffer`, n =
+    `ReplayBuffer.sequence_length`) is `advantages.n_step_return` with
     `V(s_h) = Q_target(s_h, argmax_a Q(s_h, a))`, computed once per learn
-    batch. Acting is epsilon-greedy, epsilon on a schedule of env steps.
+    batch. Acting is epsilon-greedy, epsilon on a schedule of env steps, or
+    with `epsilon_per_env` one fixed epsilon per env id (Ape-X: each actor
+    explores at its own rate; see `apex_epsilons`).
 
     Thread-safety: as `ActorCriticAlgorithm`: actors read the Q network's
     variables while the learner's optimizer writes them.
@@ -44,6 +67,7 @@ class DqnAlgorithm(tf.Module):
                  target_update_tau: float = 1.0,
                  target_update_period: int = 500,
                  reward_clip: Optional[float] = None,
+                 epsilon_per_env: Optional[Sequence[float]] = None,
                  name: str = "dqn"):
         """
         Args:
@@ -64,6 +88,9 @@ class DqnAlgorithm(tf.Module):
                 and 500: a periodic copy).
             reward_clip: clip rewards to `[-reward_clip, reward_clip]` for
                 learning (None: as they are).
+            epsilon_per_env: env id i acts with `epsilon_per_env[i % len]`
+                instead of the schedule (which then only reports); None: every
+                env follows `epsilon_greedy`.
 
         Raises:
             ValueError: the action is not a scalar integer.
@@ -79,11 +106,14 @@ class DqnAlgorithm(tf.Module):
         self.q_net, self.target_q_net = networks.q_networks(
             obs_spec, self.action_spec, fc_layers, activation, conv_layers, observation_scale)
         self.recurrent = False
+        self.item_terms = ("td_error",)  # prioritized replay's errors
         self._gamma = discount
         self._reward_clip = reward_clip
         self._epsilon_schedule = epsilon_greedy
         self.epsilon = tf.Variable(schedule_value(epsilon_greedy, 0), trainable=False,
                                    name="epsilon")
+        self._epsilon_per_env = (None if epsilon_per_env is None else
+                                 tf.constant(epsilon_per_env, tf.float32))
         self._target = TargetUpdater(self.q_net.variables, self.target_q_net.variables,
                                      target_update_tau, target_update_period)
 
@@ -111,7 +141,8 @@ class DqnAlgorithm(tf.Module):
         """Nothing to learn from a batch before training on it."""
         del batch
 
-    def act(self, observation, step_type, policy_state, greedy: bool = False, seed=None):
+    def act(self, observation, step_type, policy_state, greedy: bool = False, seed=None,
+            env_id=None):
         """Epsilon-greedy actions for N observations (leaves `[N, ...]`).
 
         Returns:
@@ -124,17 +155,25 @@ class DqnAlgorithm(tf.Module):
             return (tf.cast(best, self.action_spec.dtype) + self.action_spec.minimum,
                     policy_state, tf.zeros_like(q_values[:, 0]))
         n = tf.shape(best)[:1]
+        epsilon = self._row_epsilons(env_id, n)
         if seed is None:
-            explore = tf.random.uniform(n) < self.epsilon
+            explore = tf.random.uniform(n) < epsilon
             random = tf.random.uniform(n, 0, self._num_actions, tf.int32)
         else:
-            explore = tf.random.stateless_uniform(n, seed) < self.epsilon
+            explore = tf.random.stateless_uniform(n, seed) < epsilon
             random = tf.random.stateless_uniform(n, seed + 1, 0, self._num_actions, tf.int32)
         action = tf.where(explore, random, best)
-        prob = self.epsilon / self._num_actions + tf.where(
-            tf.equal(action, best), 1 - self.epsilon, 0.0)
+        prob = epsilon / self._num_actions + tf.where(
+            tf.equal(action, best), 1 - epsilon, 0.0)
         return (tf.cast(action, self.action_spec.dtype) + self.action_spec.minimum,
                 policy_state, tf.math.log(prob))
+
+    def _row_epsilons(self, env_id, n):
+        """`[N]` epsilon of each row: its env's with `epsilon_per_env`, else the schedule's."""
+        if self._epsilon_per_env is None or env_id is None:
+            return tf.fill(n, self.epsilon.read_value())
+        size = tf.shape(self._epsilon_per_env)[0]
+        return tf.gather(self._epsilon_per_env, tf.math.floormod(env_id, size))
 
     def preprocess(self, experience, bootstrap) -> Samples:
         """Windows `[S, n, 1, ...]` (bootstrap `[S, 1, ...]`) -> `[S]` samples with targets."""

@@ -71,6 +71,7 @@ class SacAlgorithm(tf.Module):
             networks.squashed_actor_and_critics(obs_spec, self.action_spec, actor_fc_layers,
                                                 critic_fc_layers, activation))
         self.recurrent = False
+        self.item_terms = ("td_error",)  # prioritized replay's errors: the critics'
         self._gamma = discount
         self._reward_scale = reward_scale
         self.log_alpha = tf.Variable(np.log(initial_alpha), dtype=tf.float32, name="log_alpha")
@@ -113,7 +114,8 @@ class SacAlgorithm(tf.Module):
         """Nothing to learn from a batch before training on it."""
         del batch
 
-    def act(self, observation, step_type, policy_state, greedy: bool = False, seed=None):
+    def act(self, observation, step_type, policy_state, greedy: bool = False, seed=None,
+            env_id=None):
         """Samples (or, `greedy`, takes the mode of) the policy for `[N, ...]` observations.
 
         Returns:
@@ -169,7 +171,8 @@ class SacAlgorithm(tf.Module):
             self._q_values(self.critics, samples["observation"], action), 0))
         alpha_loss = -self.log_alpha * tf.stop_gradient(log_prob + self._target_entropy)
         return dict(loss=critic_loss + actor_loss + alpha_loss, critic_loss=critic_loss,
-                    actor_loss=actor_loss, alpha_loss=alpha_loss, entropy=-log_prob)
+                    actor_loss=actor_loss, alpha_loss=alpha_loss, entropy=-log_prob,
+                    td_error=tf.reduce_mean(tf.abs(q_values - target), 0))
 
     def after_sgd_step(self) -> None:
         """Moves the target critics (every `target_update_period` steps)."""

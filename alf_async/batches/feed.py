@@ -4,7 +4,7 @@ from typing import Callable
 
 from alf_async.errors import LearnerStarvedError, StarvationWatchdog, ThreadError
 from alf_async.experience import LearnBatch
-from alf_async.threads import DriverThread
+from alf_async.driver_thread import DriverThread
 
 
 class LearnFeed:
@@ -68,6 +68,11 @@ class LearnFeed:
         if batch is None:
             self._collector.raise_stopped()
         return batch
+
+    def after_update(self, batch, per_item) -> None:
+        """Hands the batch source what the learner found on `batch`, per item
+        (`BatchSource.after_update`: prioritized replay writes priorities)."""
+        self._batches.after_update(batch, per_item)
 
     def raise_stopped(self) -> None:
         """Raises the first thread error, or RuntimeError: the driver was stopped."""

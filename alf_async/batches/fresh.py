@@ -7,7 +7,7 @@ import numpy as np
 import tensorflow as tf
 
 from alf_async.experience import LearnBatch
-from alf_async.replay import UnrollReplay
+from alf_async.batches.mixin import UnrollReplay
 
 
 def num_replayed(replay_proportion: float, learn_queue_cap: int) -> int:
@@ -111,6 +111,9 @@ class FreshBatches:
             kept = tf.nest.map_structure(lambda x: tf.boolean_mask(x, fresh), unrolls)
             unrolls = tf.nest.map_structure(lambda a, b: tf.concat([a, b], 0), kept,
                                             self._take(stale))
+
+    def after_update(self, batch, per_item) -> None:
+        """Fresh unrolls are used once: nothing to hear back."""
 
     def describe(self, env_steps: int) -> str:
         return f"{env_steps} frames"

@@ -6,36 +6,41 @@ from typing import Callable, Optional
 import tensorflow as tf
 
 from alf_async.experience import LearnBatch
-from alf_async.replay import UniformReplay
-from alf_async.threads import ReplayWriterThread
+from alf_async.batches.priorities import Priorities
+from alf_async.batches.replay_buffer import ReplayBuffer
+from alf_async.batches.writer import ReplayWriterThread
 
 
 class UniformReplayBatches:
-    """Unrolls go into a `UniformReplay`; each learn batch is windows sampled from it.
+    """Unrolls go into a `ReplayBuffer`; each learn batch is windows sampled from it.
 
     A `ReplayWriterThread` moves unrolls from the learn queue into the table;
     the table's rate limiter holds the replay ratio (its settings are
-    `UniformReplay`'s in gin).
+    `ReplayBuffer`'s in gin).
 
     Thread-safety: `next()` is called by one thread at a time; `save()` and
     `close()` by the trainer's thread (`close()` once no thread samples).
     """
 
+    NAME = "uniform"  # its `exp_replayer`
+
     def __init__(self, unroll_spec, algorithm, should_stop: Callable[[], bool],
-                 replay_dir: Optional[str] = None):
+                 replay_dir: Optional[str] = None, priorities: Optional[Priorities] = None):
         """
         Args:
             unroll_spec: spec of one unroll (`[T, B, ...]` leaves).
             algorithm: its policy must be feed-forward (replayed windows
                 carry no recurrent state).
             should_stop: ends a wait for samples (the coordinator's).
-            replay_dir: where a `UniformReplay` with `save_buffer` keeps its
+            replay_dir: where a `ReplayBuffer` with `save_buffer` keeps its
                 content (the trainer passes `root_dir/replay`).
+            priorities: prioritized sampling (`PrioritizedReplayBatches`).
         """
         if tf.nest.flatten(algorithm.policy_state_spec):
-            raise ValueError("exp_replayer='uniform' needs a feed-forward policy (replayed "
-                             "windows carry no recurrent state)")
-        self.replay = UniformReplay(unroll_spec, checkpoint_dir=replay_dir)
+            raise ValueError(f"exp_replayer={self.NAME!r} needs a feed-forward policy "
+                             f"(replayed windows carry no recurrent state)")
+        self.replay = ReplayBuffer(unroll_spec, checkpoint_dir=replay_dir,
+                                   priorities=priorities)
         self._should_stop = should_stop
 
     def shape(self, unused_unroll_length: int, unused_batch_size: int) -> tuple:
@@ -53,6 +58,9 @@ class UniformReplayBatches:
         """
         return self.replay.sample(self._should_stop)
 
+    def after_update(self, batch, per_item) -> None:
+        """Uniform sampling learns nothing from an update."""
+
     def describe(self, unused_env_steps: int) -> str:
         return (f"uniform replay at {self.replay.replay_ratio:g} windows per env step: "
                 f"{self.replay.batch_size} windows of {self.replay.sequence_length} steps")
@@ -65,7 +73,7 @@ class UniformReplayBatches:
         return f", {self.replay.inserted_steps} env steps put in replay"
 
     def save(self) -> None:
-        """Saves the buffer with `UniformReplay.save_buffer` (else nothing)."""
+        """Saves the buffer with `ReplayBuffer.save_buffer` (else nothing)."""
         self.replay.save()
 
     def close(self) -> None:

@@ -2,7 +2,7 @@
 
 import logging
 import time
-from typing import Callable, Sequence
+from typing import Callable, Optional, Sequence
 
 import tensorflow as tf
 from tf_agents.metrics import tf_metric
@@ -10,7 +10,39 @@ from tf_agents.metrics import tf_metric
 from alf_async.errors import QUEUE_CLOSED, ThreadError, stop_with_error
 from alf_async.metrics import EpisodeStats, StepMetrics
 from alf_async.queues import TFQueues
-from alf_async.threads import DriverThread, LogThread
+from alf_async.driver_thread import DriverThread, to_numpy
+from alf_async.experience import LogRecord, Unroll, unroll_trajectory
+
+
+class LogThread(DriverThread):
+    """Turns the log queue's records into `EpisodeStats`, observer calls and metrics.
+
+    With observers or metrics the records are whole unrolls: each observer is
+    called with the unroll's `[B, T]` tf-agents `Trajectory`
+    (`experience.unroll_trajectory`), then the `StepMetrics` are updated.
+    """
+
+    def __init__(self, name: str, coord: tf.train.Coordinator, queues: TFQueues,
+                 stats: EpisodeStats, observers: Sequence[Callable] = (),
+                 metrics: Optional[StepMetrics] = None):
+        super().__init__(name, coord, queues.close_all)
+        self._queues = queues
+        self.stats = stats
+        self._observers = list(observers)
+        self._metrics = metrics
+
+    def _step(self) -> None:
+        record = self._queues.log_queue.dequeue()
+        if isinstance(record, Unroll):
+            trajectory = unroll_trajectory(record)
+            for observer in self._observers:
+                observer(trajectory)
+            if self._metrics is not None:
+                self._metrics(trajectory, record.env_id)
+            time_step = record.experience.time_step
+            record = LogRecord(time_step.reward, time_step.step_type, record.env_id)
+        record = to_numpy(record)
+        self.stats.update(record.reward, record.step_type, int(record.env_id))
 
 
 class Collector:

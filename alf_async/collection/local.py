@@ -10,7 +10,7 @@ from tf_agents.specs import tensor_spec
 
 from alf_async.collection.policy_call import PolicyCall
 from alf_async.experience import make_specs
-from alf_async.threads import ActorThread, EnvThread
+from alf_async.collection.threads import ActorThread, EnvThread
 
 
 def check_env_specs(env, env_id: int, algorithm) -> None:
@@ -65,7 +65,7 @@ class LocalCollection:
                  version: tf.Variable, num_envs: int, num_actor_queues: int,
                  actor_queue_cap: int, unroll_length: int,
                  deterministic: bool = False, seed: Optional[int] = None,
-                 restart_failed_envs: bool = False):
+                 restart_failed_envs: bool = False, first_stream: int = 0):
         """
         Args:
             env_factory: `env_id -> batched PyEnvironment` of B sub-envs.
@@ -79,6 +79,8 @@ class LocalCollection:
             seed: seeds the actors' sampling in deterministic mode.
             restart_failed_envs: replace an env that raises by a new one from
                 `env_factory` (counted in `env_restarts`) instead of stopping.
+            first_stream: the global env id of env 0 (an actor process's
+                task * E), told to the policy with each row.
         """
         self.envs = make_envs(env_factory, num_envs, algorithm)
         self.batch_size = self.envs[0].batch_size
@@ -93,7 +95,7 @@ class LocalCollection:
         self._initial_state = tf.nest.map_structure(
             lambda t: t.numpy(), tensor_spec.zero_spec_nest(
                 algorithm.policy_state_spec, outer_dims=[self.batch_size]))
-        self._policy = PolicyCall(algorithm, version, self.batch_size)
+        self._policy = PolicyCall(algorithm, version, self.batch_size, first_stream)
         self.specs = collection_specs(algorithm, self.batch_size, unroll_length)
         self.joins_own_threads = False
         self._envs_threads, self._actor_threads = [], []

@@ -18,7 +18,8 @@ class PolicyCall:
     `tf.function`s (each thread traces its own).
     """
 
-    def __init__(self, algorithm, version: tf.Variable, batch_size: int):
+    def __init__(self, algorithm, version: tf.Variable, batch_size: int,
+                 first_stream: int = 0):
         """
         Args:
             algorithm: an `alf_async.algorithms.contract.Algorithm`: its
@@ -26,10 +27,13 @@ class PolicyCall:
                 `(action, new_policy_state, log_prob)` for `[M, ...]` rows.
             version: int64 scalar variable, the learner's update count.
             batch_size: B, sub-envs per env thread (rows of one request).
+            first_stream: added to the requests' env ids to make the global
+                env ids `act` is told (an actor process's task * E).
         """
         self._algorithm = algorithm
         self._version = version
         self._batch_size = batch_size
+        self._first_stream = first_stream
 
     def for_actor(self, requests: ActRequest, seed=None) -> ActReply:
         """One policy call for an actor's `[n, B, ...]` requests -> `[n, B, ...]` replies.
@@ -42,15 +46,21 @@ class PolicyCall:
         split = lambda x: tf.reshape(x, tf.concat([outer, [self._batch_size], x.shape[1:]], 0))
         inputs = tf.nest.map_structure(merge, (requests.observation, requests.step_type,
                                                requests.policy_state))
-        return tf.nest.map_structure(split, self.reply(*inputs, seed=seed))
+        rows = tf.repeat(requests.env_id + self._first_stream, self._batch_size)  # B each
+        return tf.nest.map_structure(split, self.reply(*inputs, seed=seed, env_id=rows))
 
     def for_env(self, request: ActRequest) -> ActReply:
         """The policy call an env thread makes itself (N = 0): `[B, ...]` leaves."""
-        return self.reply(request.observation, request.step_type, request.policy_state)
+        return self.reply(request.observation, request.step_type, request.policy_state,
+                          env_id=tf.fill(tf.shape(request.step_type),
+                                         request.env_id + self._first_stream))
 
     def reply(self, observation, step_type, policy_state,
-              seed: Optional[tf.Tensor] = None) -> ActReply:
+              seed: Optional[tf.Tensor] = None, env_id: Optional[tf.Tensor] = None
+              ) -> ActReply:
         """The algorithm's actions for `[M, ...]` rows, as an `ActReply`.
+
+        `env_id`: `[M]` int32, each row's global env id (passed to `act`).
 
         The stamp is the policy version read before the policy call; the
         version is read again after it, and the call is repeated in the rare
@@ -60,6 +70,8 @@ class PolicyCall:
         call depends on the previous step's reply through the env.
         """
         seeded = {} if seed is None else dict(seed=seed)
+        if env_id is not None:
+            seeded["env_id"] = env_id
 
         def attempt(unused_done, *unused_reply):
             version = self._version.read_value()

@@ -139,7 +139,7 @@ class ActorProcess:
         self.puller = WeightsPuller(self._client, algorithm.variables, version,
                                     pull_interval_secs, self._PULL_TIMEOUT_SECS)
         self._await_first_weights(connect_timeout_secs, should_stop)
-        self.collector = Collector(local_collection(env_factory, algorithm, version),
+        self.collector = Collector(local_collection(env_factory, algorithm, version, task),
                                    learn_queue_cap=1)
         self._writer = self._client.trajectory_writer(num_keep_alive_refs=1)
         self.unrolls_sent = 0

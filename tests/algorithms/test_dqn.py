@@ -6,7 +6,7 @@ from tf_agents.trajectories import time_step as ts
 
 from alf_async.algorithms import DqnAlgorithm
 from alf_async.evaluation import GreedyPolicy
-from alf_async.algorithms.dqn import huber
+from alf_async.algorithms.dqn import apex_epsilons, huber
 from alf_async.environments import CartPoleBatchedEnv
 from alf_async.experience import Experience
 from tests.algorithms.test_advantages import _random_sequences, numpy_n_step_return
@@ -91,3 +91,33 @@ def test_needs_discrete_actions():
     spec = ts.time_step_spec(tf.TensorSpec([3], tf.float32))
     with pytest.raises(ValueError, match="DqnAlgorithm needs a Discrete action space"):
         DqnAlgorithm(spec, tensor_spec.BoundedTensorSpec([1], tf.float32, -1.0, 1.0))
+
+
+def test_apex_epsilons_follow_the_ape_x_rule():
+    epsilons = apex_epsilons(num_envs=8, epsilon=0.4, alpha=7.0)
+    np.testing.assert_allclose(epsilons, [0.4 ** (1 + 7.0 * i / 7) for i in range(8)])
+    assert epsilons[0] == pytest.approx(0.4) and epsilons[-1] == pytest.approx(0.4 ** 8)
+    assert apex_epsilons(num_envs=1) == [0.4]
+    with pytest.raises(ValueError, match="apex_epsilons.num_envs must be an integer >= 1"):
+        apex_epsilons(num_envs=0)
+    with pytest.raises(ValueError, match=r"apex_epsilons.epsilon must be in \[0, 1\]"):
+        apex_epsilons(num_envs=4, epsilon=1.5)
+
+
+def test_each_env_explores_at_its_own_epsilon_and_log_probs_follow_it():
+    algo = _algorithm(epsilon_per_env=[1.0, 0.0, 0.5])
+    n = 30000
+    observation = tf.constant(np.tile([[0.1, -0.2, 0.05, 0.3]], (n, 1)), tf.float32)
+    step_type = tf.zeros([n], tf.int32)
+    best = int(algo.act(observation[:1], step_type[:1], (), greedy=True)[0][0])
+    env_id = tf.constant(np.arange(n) % 4, tf.int32)  # env 3 wraps around to env 0's rate
+    action, _, log_prob = algo.act(observation, step_type, (), env_id=env_id)
+    greedy = action.numpy() == best
+    for env, epsilon in [(0, 1.0), (1, 0.0), (2, 0.5), (3, 1.0)]:
+        rows = env_id.numpy() == env
+        assert abs(greedy[rows].mean() - (1 - epsilon / 2)) < 0.02, env
+        want = np.where(greedy[rows], np.log(1 - epsilon / 2), np.log(epsilon / 2 + 1e-30))
+        np.testing.assert_allclose(log_prob.numpy()[rows], want, rtol=1e-5)
+    # Without env ids (evaluation, tests) the schedule's epsilon applies.
+    action, _, _ = algo.act(observation[:4000], step_type[:4000], ())
+    assert abs((action.numpy() == best).mean() - (1 - float(algo.epsilon) / 2)) < 0.03

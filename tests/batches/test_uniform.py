@@ -11,13 +11,13 @@ from fakes import CountingEnv, StatelessCountingPolicy, learning_driver, timed_s
 
 
 def _replay_driver(**replay_settings):
-    """Two CountingEnvs of B = 3, T = 4, feeding a UniformReplay of 2-step windows."""
+    """Two CountingEnvs of B = 3, T = 4, feeding a ReplayBuffer of 2-step windows."""
     settings = dict(capacity=1000, min_size=24, batch_size=32, sequence_length=2,
                     replay_ratio=4.0)
     settings.update(replay_settings)
     gin.clear_config()
     for name, value in settings.items():
-        gin.bind_parameter(f"UniformReplay.{name}", value)
+        gin.bind_parameter(f"ReplayBuffer.{name}", value)
     envs = [CountingEnv(i, 3) for i in range(2)]
     try:
         return AsyncOffPolicyDriver(lambda i: envs[i], StatelessCountingPolicy(envs[0]), None,
@@ -56,10 +56,17 @@ def test_uniform_replay_batches_are_windows_of_one_sub_env_with_the_settings_rat
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    (dict(exp_replayer="prioritized"), "exp_replayer must be 'one_time' or 'uniform'"),
+    (dict(exp_replayer="priority"),
+     "exp_replayer must be 'one_time', 'uniform' or 'prioritized', got 'priority'"),
     (dict(exp_replayer="uniform", bindings={"FreshBatches.replay_proportion": 0.5,
                                              "FreshBatches.replay_buffer_num_slots": 4}),
-     "FreshBatches.replay_proportion=0.5 applies to exp_replayer='one_time' only"),
+     "FreshBatches.replay_proportion=0.5 does not apply to exp_replayer='uniform'"),
+    (dict(exp_replayer="uniform",
+          bindings={"PrioritizedReplayBatches.priority_replay_alpha": 0.5}),
+     "PrioritizedReplayBatches.priority_replay_alpha=0.5 does not apply to "
+     "exp_replayer='uniform'"),
+    (dict(exp_replayer="prioritized"),
+     "exp_replayer='prioritized' needs an algorithm with a 'td_error' item term"),
     (dict(exp_replayer="uniform", deterministic=True, seed=1),
      "deterministic=True needs exp_replayer='one_time'"),
     (dict(exp_replayer="uniform"), "needs a feed-forward policy"),
@@ -72,8 +79,8 @@ def test_uniform_replay_settings_that_cannot_work_are_value_errors(kwargs, messa
 def test_a_starved_replay_learner_gets_the_diagnosis():
     envs = [CountingEnv(0, 3)]
     gin.clear_config()
-    gin.bind_parameter("UniformReplay.capacity", 10**7)
-    gin.bind_parameter("UniformReplay.min_size", 10**7)  # not within the timeout
+    gin.bind_parameter("ReplayBuffer.capacity", 10**7)
+    gin.bind_parameter("ReplayBuffer.min_size", 10**7)  # not within the timeout
     try:
         driver = AsyncOffPolicyDriver(lambda i: envs[i], StatelessCountingPolicy(envs[0]), None,
                                       num_envs=1, actor_queue_cap=1, unroll_length=4,

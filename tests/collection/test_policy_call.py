@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from alf_async.collection import Collector, LocalCollection
 from alf_async.drivers import AsyncOffPolicyDriver
 from fakes import CountingEnv, VersionPolicy, timed_stop
 
@@ -48,3 +49,33 @@ def test_stamps_are_the_version_that_acted_and_never_decrease(num_envs, num_acto
         bumper.join(5)
         timed_stop(driver)
     assert len(last) == num_envs and max(last.values()) > 20  # the learner did move
+
+
+class _EnvIdPolicy(VersionPolicy):
+    """Acts with the global env id it is told for each row."""
+
+    def act(self, observation, step_type, policy_state, seed=None, env_id=None):
+        _, state, log_prob = super().act(observation, step_type, policy_state, seed)
+        return tf.cast(env_id, tf.int64), state, log_prob
+
+
+@pytest.mark.parametrize("num_actor_queues", [0, 1])
+def test_the_policy_is_told_each_rows_global_env_id(num_actor_queues):
+
+    version = tf.Variable(0, dtype=tf.int64)
+    envs = [CountingEnv(i, B) for i in range(2)]
+    # As actor process 3 of E = 2 envs: global env ids 6 and 7.
+    collection = LocalCollection(lambda i: envs[i], _EnvIdPolicy(envs[0], version), version,
+                                 num_envs=2, num_actor_queues=num_actor_queues,
+                                 actor_queue_cap=1, unroll_length=4, first_stream=6)
+    collector = Collector(collection, learn_queue_cap=2)
+    collector.start([])
+    try:
+        unrolls = collector.take(4)
+    finally:
+        collector.stop(2.0)
+        collection.close()
+    action = unrolls.experience.action.numpy()  # [4, T, B]
+    env_id = unrolls.env_id.numpy()  # local ids 0, 1
+    np.testing.assert_array_equal(action, np.broadcast_to((env_id + 6)[:, None, None],
+                                                          action.shape))

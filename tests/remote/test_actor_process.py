@@ -138,10 +138,10 @@ def test_steps_carry_the_version_of_the_pulled_weights_that_acted():
 
 
 def test_a_uniform_replay_learner_samples_windows_of_the_remote_actors_streams():
-    gin.bind_parameter("alf_async.UniformReplay.min_size", 3)
-    gin.bind_parameter("alf_async.UniformReplay.batch_size", 8)
-    gin.bind_parameter("alf_async.UniformReplay.sequence_length", 2)
-    gin.bind_parameter("alf_async.UniformReplay.replay_ratio", 1.0)
+    gin.bind_parameter("alf_async.ReplayBuffer.min_size", 3)
+    gin.bind_parameter("alf_async.ReplayBuffer.batch_size", 8)
+    gin.bind_parameter("alf_async.ReplayBuffer.sequence_length", 2)
+    gin.bind_parameter("alf_async.ReplayBuffer.replay_ratio", 1.0)
     driver, _ = _learner(tf.Variable(0, dtype=tf.int64), stateless=True,
                          driver_settings=dict(exp_replayer="uniform"))
     driver.start()

@@ -1,117 +1,21 @@
+"""`ReplayBuffer`: uniform windows, the replay-ratio limiter, saving and settings."""
+
 import threading
 import time
 
 import numpy as np
 import pytest
-import tensorflow as tf
-from tf_agents.trajectories import time_step as ts
 
-from alf_async.experience import Experience, Unroll, make_specs
-from alf_async.replay import UniformReplay, UnrollReplay, cut_windows, unroll_segments
-
-
-def _unrolls(ids):
-    """Unroll-like nests whose every leaf holds the unroll's id."""
-    ids = tf.constant(ids, tf.int32)
-    return dict(env_id=ids, data=tf.cast(ids, tf.float32)[:, None] * tf.ones([1, 4]))
-
-
-def test_keeps_the_most_recent_slots_and_samples_only_them():
-    replay = UnrollReplay(num_slots=3, seed=0)
-    replay.add(_unrolls([0, 1]))
-    replay.add(_unrolls([2, 3]))
-    assert len(replay) == 3
-    sample = replay.sample(50)
-    assert sample["data"].shape == (50, 4)
-    ids = set(sample["env_id"].numpy())
-    assert ids == {1, 2, 3}  # 0 was overwritten; 50 draws hit all three
-    np.testing.assert_array_equal(sample["data"].numpy()[:, 0], sample["env_id"].numpy())
-
-
-def test_same_seed_same_samples():
-    draws = []
-    for _ in range(2):
-        replay = UnrollReplay(num_slots=8, seed=5)
-        replay.add(_unrolls(list(range(8))))
-        draws.append(replay.sample(10)["env_id"].numpy())
-    np.testing.assert_array_equal(*draws)
-
-
-def test_bad_use():
-    with pytest.raises(ValueError, match="replay_buffer_num_slots must be >= 1"):
-        UnrollReplay(num_slots=0)
-    with pytest.raises(ValueError, match="before any add"):
-        UnrollReplay(num_slots=2).sample(1)
-
-
-# --- UniformReplay: segments, windows, uniform starts and the replay-ratio limiter ---
-
-T, B = 8, 2
-MID, LAST = int(ts.StepType.MID), int(ts.StepType.LAST)
-
-
-def _spec():
-    time_step_spec = ts.time_step_spec(tf.TensorSpec([2], tf.float32))
-    action_spec = tf.TensorSpec([], tf.int64)
-    return make_specs(time_step_spec, action_spec, (), B, T)[2]
-
-
-def _unroll(first: int, env_id: int = 0, step_type=None) -> Unroll:
-    """A numpy unroll whose observations count steps: column b, step t -> first + t + 100 b."""
-    count = (first + np.arange(T + 1)[:, None] + 100 * np.arange(B)[None]).astype(np.float32)
-    types = np.full((T + 1, B), MID, np.int32) if step_type is None else step_type
-    time_steps = ts.TimeStep(types, count, np.ones_like(count),
-                             np.stack([count, -count], -1))
-    steps = ts.TimeStep(*[x[:T] for x in time_steps])
-    bootstrap = ts.TimeStep(*[x[T] for x in time_steps])
-    experience = Experience(steps, count[:T].astype(np.int64), -count[:T], (),
-                            count[:T].astype(np.int64))
-    return Unroll(experience, bootstrap, np.int32(env_id))
-
-
-def test_segments_are_columns_with_their_bootstrap():
-    segments = unroll_segments(_unroll(10, env_id=3))
-    assert len(segments) == B
-    np.testing.assert_array_equal(segments[1].time_step.reward, 110 + np.arange(T + 1))
-    np.testing.assert_array_equal(segments[1].action, 110 + np.arange(T))
-    assert segments[0].time_step.observation.shape == (T + 1, 2) and segments[1].env_id == 3
-
-
-def _stacked(segments):
-    return tf.nest.map_structure(lambda *x: tf.constant(np.stack(x)), *segments)
-
-
-def test_windows_take_the_steps_after_their_start_and_the_next_as_bootstrap():
-    segments = _stacked(unroll_segments(_unroll(0)))
-    windows = cut_windows(segments, tf.constant([0, 2]), length=3)
-    reward = windows.experience.time_step.reward.numpy()
-    assert reward.shape == (2, 3, 1)
-    np.testing.assert_array_equal(reward[:, :, 0], [[0, 1, 2], [102, 103, 104]])
-    np.testing.assert_array_equal(windows.bootstrap.reward.numpy()[:, 0], [3, 105])
-    np.testing.assert_array_equal(windows.experience.action.numpy()[:, :, 0],
-                                  [[0, 1, 2], [102, 103, 104]])
-    assert (windows.experience.time_step.step_type.numpy() == MID).all()
-
-
-def test_a_window_past_the_segment_ends_at_its_bootstrap_marked_last():
-    segments = _stacked(unroll_segments(_unroll(0)))
-    windows = cut_windows(segments, tf.constant([T - 1, T - 2]), length=3)
-    reward = windows.experience.time_step.reward.numpy()[:, :, 0]
-    step_type = windows.experience.time_step.step_type.numpy()[:, :, 0]
-    # Start T-1: step T-1, then the bootstrap (step T) marked LAST, then a copy of it.
-    np.testing.assert_array_equal(reward[0], [T - 1, T, T])
-    np.testing.assert_array_equal(step_type[0], [MID, LAST, LAST])
-    # Start T-2: steps T-2, T-1 and the bootstrap step T, marked LAST (a return stops there).
-    np.testing.assert_array_equal(reward[1], [100 + T - 2, 100 + T - 1, 100 + T])
-    np.testing.assert_array_equal(step_type[1], [MID, MID, LAST])
-    np.testing.assert_array_equal(windows.bootstrap.reward.numpy()[:, 0], [T, 100 + T])
+from alf_async.batches.priorities import Priorities
+from alf_async.batches.replay_buffer import ReplayBuffer
+from replay_fakes import B, T, counting_unroll as _unroll, unroll_spec as _spec
 
 
 def _replay(**kwargs):
     settings = dict(capacity=10_000, min_size=T, batch_size=64, sequence_length=1,
                     replay_ratio=4.0, ratio_tolerance=0.1)
     settings.update(kwargs)
-    return UniformReplay(_spec(), **settings)
+    return ReplayBuffer(_spec(), **settings)
 
 
 def _deadline(seconds):
@@ -196,7 +100,7 @@ def test_with_both_sides_running_the_achieved_ratio_is_the_setting():
         # Reverb counts a window as sampled when its dataset fetches it; the
         # learner saw fewer (the rest were in flight, or dropped at a timeout).
         client = reverb.Client(replay.address)
-        fetched = client.server_info(timeout=10)[UniformReplay.TABLE].rate_limiter_info \
+        fetched = client.server_info(timeout=10)[ReplayBuffer.TABLE].rate_limiter_info \
             .sample_stats.completed
     finally:
         stop.set()
@@ -259,18 +163,111 @@ def test_a_buffer_saved_under_other_settings_is_refused(tmp_path):
         assert replay.insert(_unroll(0), _deadline(10))
     finally:
         replay.close()
-    with pytest.raises(ValueError, match="UniformReplay.save_buffer: the buffer saved in"):
+    with pytest.raises(ValueError, match="ReplayBuffer.save_buffer: the buffer saved in"):
         _replay(replay_ratio=8.0, **settings)
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    (dict(save_buffer=True), "UniformReplay.save_buffer=True needs a checkpoint_dir"),
-    (dict(batch_size=0), "UniformReplay.batch_size"),
+    (dict(save_buffer=True), "ReplayBuffer.save_buffer=True needs a checkpoint_dir"),
+    (dict(batch_size=0), "ReplayBuffer.batch_size"),
     (dict(sequence_length=T + 1), "sequence_length=9 must be <= AsyncOffPolicyDriver.unroll_length"),
     (dict(min_size=20_000), "min_size=20000 must be <= capacity"),
-    (dict(replay_ratio=0.0), "UniformReplay.replay_ratio must be > 0"),
-    (dict(capacity=T - 1, min_size=1), "UniformReplay.capacity"),
+    (dict(replay_ratio=0.0), "ReplayBuffer.replay_ratio must be > 0"),
+    (dict(capacity=T - 1, min_size=1), "ReplayBuffer.capacity"),
 ])
 def test_bad_settings_name_the_setting(kwargs, message):
     with pytest.raises(ValueError, match=message):
         _replay(**kwargs)
+
+
+# --- prioritized: every window of a segment, sampling by p^alpha, priorities written back ---
+
+def _prioritized(alpha=0.5, **kwargs):
+    priorities = Priorities(alpha, beta=0.4, eps=1e-6, eta=0.9, new_items_at_max=False)
+    settings = dict(replay_ratio=1e6, min_size=4 * T, batch_size=4 * T, priorities=priorities)
+    return _replay(**dict(settings, **kwargs))
+
+
+def _segment_ids(batch):
+    """Each sampled item's segment, told by its first step's count (`first + 100 b`)."""
+    first = batch.experience.time_step.reward.numpy()[::T, 0, 0]
+    return first.astype(int)
+
+
+def _fill(replay):
+    for k in range(2):  # 2 unrolls of B = 2: segments 0, 100, 1000, 1100
+        assert replay.insert(_unroll(1000 * k), _deadline(10))
+
+
+def _set_priorities(replay, wanted):
+    """Writes `wanted[segment]` as each segment's priority; returns their keys."""
+    keys = {}
+    while len(keys) < len(wanted):
+        batch = replay.sample(_deadline(10))
+        keys.update(zip(_segment_ids(batch), batch.items.keys))
+    segments = sorted(wanted)
+    replay.mutate_priorities(np.array([keys[s] for s in segments], np.uint64),
+                             np.array([wanted[s] for s in segments]))
+    return keys
+
+
+def test_a_prioritized_batch_is_every_window_of_its_segments_item_major():
+    replay = _prioritized()
+    try:
+        _fill(replay)
+        batch = replay.sample(_deadline(10))
+        first = batch.experience.time_step.reward.numpy()[:, 0, 0]
+        assert first.shape == (4 * T,) and batch.items.keys.shape == (4,)
+        starts = first.reshape(4, T) - _segment_ids(batch)[:, None]
+        np.testing.assert_array_equal(starts, np.tile(np.arange(T), (4, 1)))
+    finally:
+        replay.close()
+
+
+def test_sampling_follows_p_to_the_alpha_and_written_priorities_reach_the_table():
+    replay = _prioritized(alpha=0.5)
+    wanted = {0: 1.0, 100: 4.0, 1000: 9.0, 1100: 16.0}  # p^0.5: 1, 2, 3, 4
+    expected = {s: np.sqrt(p) / 10 for s, p in wanted.items()}
+    try:
+        _fill(replay)
+        _set_priorities(replay, wanted)
+        for _ in range(10):  # samples in flight when the priorities changed
+            replay.sample(_deadline(10))
+        counts = dict.fromkeys(wanted, 0)
+        for _ in range(500):
+            batch = replay.sample(_deadline(10))
+            for segment, probability in zip(_segment_ids(batch), batch.items.probability):
+                counts[segment] += 1
+                assert probability == pytest.approx(expected[segment], rel=1e-5)
+    finally:
+        replay.close()
+    draws = sum(counts.values())  # 2,000
+    chi2 = sum((counts[s] - draws * expected[s]) ** 2 / (draws * expected[s]) for s in wanted)
+    assert chi2 < 21.1, counts  # p = 1e-4 with 3 degrees of freedom
+
+
+def test_a_resumed_prioritized_buffer_keeps_its_priorities(tmp_path):
+    settings = dict(save_buffer=True, checkpoint_dir=str(tmp_path))
+    wanted = {0: 1.0, 100: 4.0, 1000: 9.0, 1100: 16.0}
+    replay = _prioritized(**settings)
+    try:
+        _fill(replay)
+        _set_priorities(replay, wanted)
+    finally:
+        replay.close()  # saves
+    resumed = _prioritized(**settings)
+    try:
+        assert resumed.restored_segments == 4
+        batch = resumed.sample(_deadline(5))
+        for segment, probability in zip(_segment_ids(batch), batch.items.probability):
+            assert probability == pytest.approx(np.sqrt(wanted[segment]) / 10, rel=1e-5)
+    finally:
+        resumed.close()
+    with pytest.raises(ValueError, match="ReplayBuffer.save_buffer: the buffer saved in"):
+        _replay(**settings)  # uniform sampling over a prioritized buffer: refused
+
+
+def test_a_prioritized_batch_size_must_hold_whole_segments():
+    with pytest.raises(ValueError, match="ReplayBuffer.batch_size=20 must be a multiple of "
+                                         "AsyncOffPolicyDriver.unroll_length=8"):
+        _prioritized(batch_size=20)

@@ -1,144 +1,45 @@
-"""Replay: mix-in replay of recent unrolls, and uniform replay in a Reverb table.
-
-`UnrollReplay` appends replayed unrolls to each learn batch of new ones
-(IMPALA's mix-in, for on-policy-style learners). `UniformReplay` is ALF's
-`exp_replayer='uniform'`: the learner learns from windows sampled from a
-buffer, at a controlled replay ratio (SAC, DQN).
-"""
+"""`ReplayBuffer`: experience replay in a Reverb table served in this process."""
 
 import os
-from typing import Any, Callable, List, NamedTuple, Optional
+from typing import Callable, NamedTuple, Optional
 
 from absl import logging
 import gin
 import numpy as np
 import tensorflow as tf
-from tf_agents.trajectories import time_step as ts
 
 from alf_async import extras, quiet
-from alf_async.experience import Experience, LearnBatch, Unroll
+from alf_async.batches.priorities import Priorities
+from alf_async.batches.segments import Segment, cut_windows, segment_spec, unroll_segments
+from alf_async.experience import LearnBatch, Unroll
 
 
-class UnrollReplay:
-    """A ring of the `num_slots` most recent unrolls, sampled uniformly.
+class SampledItems(NamedTuple):
+    """Which table items a prioritized learn batch holds (host numpy, `[S]` each).
 
-    IMPALA-style mix-in replay: each learn batch of Q new unrolls gets
-    `round(proportion * Q)` replayed ones appended; off-policy corrections
-    (V-trace, PPO's ratio to the behaviour log-probs) account for their age.
-
-    Thread-safety: used by one thread (whichever assembles learn batches).
+    Attributes:
+        keys: uint64 Reverb keys, to write their priorities back.
+        probability: each item's sampling probability.
+        table_size: items in the table when it was sampled.
     """
-
-    def __init__(self, num_slots: int, seed: Optional[int] = None):
-        """
-        Args:
-            num_slots: most unrolls kept; the oldest is overwritten first.
-            seed: seeds the sampling (None: random).
-        """
-        if num_slots < 1:
-            raise ValueError(f"FreshBatches.replay_buffer_num_slots must be >= 1 "
-                             f"when replay_proportion > 0, got {num_slots}")
-        self._slots = []
-        self._num_slots = num_slots
-        self._next = 0
-        self._rng = np.random.default_rng(seed)
-
-    def __len__(self) -> int:
-        return len(self._slots)
-
-    def add(self, unrolls: Unroll) -> None:
-        """Stores each of `[n, ...]` unrolls (any nest) in its own slot."""
-        for i in range(int(tf.nest.flatten(unrolls)[0].shape[0])):
-            unroll = tf.nest.map_structure(lambda x, i=i: x[i], unrolls)
-            if len(self._slots) < self._num_slots:
-                self._slots.append(unroll)
-            else:
-                self._slots[self._next] = unroll
-            self._next = (self._next + 1) % self._num_slots
-
-    def sample(self, n: int) -> Unroll:
-        """`n` stored unrolls drawn uniformly with replacement, leaves `[n, ...]`."""
-        if not self._slots:
-            raise ValueError("UnrollReplay.sample() before any add()")
-        picks = self._rng.integers(len(self._slots), size=n)
-        return tf.nest.map_structure(lambda *xs: tf.stack(xs),
-                                     *[self._slots[i] for i in picks])
-
-
-class Segment(NamedTuple):
-    """One sub-env's column of an unroll: the item a `UniformReplay` stores.
-
-    `time_step` leaves are `[T + 1, ...]` (the unroll's T steps, then its
-    bootstrap); `action`, `log_prob` and `policy_version` leaves `[T, ...]`;
-    `env_id` is a scalar.
-    """
-    time_step: Any
-    action: Any
-    log_prob: Any
-    policy_version: Any
-    env_id: Any
-
-
-def segment_spec(unroll_spec: Unroll) -> Segment:
-    """The spec of one `Segment` of unrolls with spec `unroll_spec` (`[T, B, ...]`)."""
-    experience = unroll_spec.experience
-    column = lambda s, extra=0: tf.TensorSpec([s.shape[0] + extra, *s.shape[2:]], s.dtype)
-    return Segment(tf.nest.map_structure(lambda s: column(s, 1), experience.time_step),
-                   tf.nest.map_structure(column, experience.action),
-                   column(experience.log_prob), column(experience.policy_version),
-                   unroll_spec.env_id)
-
-
-def unroll_segments(unroll: Unroll) -> List[Segment]:
-    """Splits a numpy `Unroll` (`[T, B, ...]` leaves) into its B `Segment`s."""
-    experience = unroll.experience
-    time_steps = tf.nest.map_structure(lambda x, last: np.concatenate([x, last[None]]),
-                                       experience.time_step, unroll.bootstrap)
-    column = lambda b: lambda x: x[:, b]
-    return [Segment(tf.nest.map_structure(column(b), time_steps),
-                    tf.nest.map_structure(column(b), experience.action),
-                    experience.log_prob[:, b], experience.policy_version[:, b],
-                    np.asarray(unroll.env_id, np.int32))
-            for b in range(experience.log_prob.shape[1])]
-
-
-def cut_windows(segments: Segment, starts, length: int) -> Unroll:
-    """Windows of `length` steps from `[S, T (+ 1), ...]` segments, as `[S, length, 1]` unrolls.
-
-    Window s holds steps `starts[s] ... starts[s] + length - 1` of segment s
-    and, as its bootstrap, the step after them; each is one unroll of one
-    sub-env (B = 1). A window may start at any of the T steps: one that runs
-    past the segment ends at the segment's bootstrap step, marked LAST where
-    it is not the window's bootstrap, so that returns stop there and the
-    padding steps after it (copies) are masked like steps after an episode.
-    """
-    num_steps = tf.shape(segments.log_prob)[1]
-    rows = starts[:, None] + tf.range(length + 1)[None]  # [S, length + 1]
-    take = lambda x, rows: tf.gather(x, rows, batch_dims=1)
-    time_steps = tf.nest.map_structure(lambda x: take(x, tf.minimum(rows, num_steps)),
-                                       segments.time_step)
-    cut = (rows >= num_steps) & (tf.range(length + 1) < length)[None]
-    time_steps = time_steps._replace(step_type=tf.where(
-        cut, tf.cast(ts.StepType.LAST, time_steps.step_type.dtype), time_steps.step_type))
-    step_rows = tf.minimum(rows[:, :length], num_steps - 1)
-    unroll = lambda x: take(x, step_rows)[:, :, None]  # [S, length, 1, ...]
-    experience = Experience(
-        tf.nest.map_structure(lambda x: x[:, :length, None], time_steps),
-        tf.nest.map_structure(unroll, segments.action), unroll(segments.log_prob), (),
-        unroll(segments.policy_version))
-    bootstrap = tf.nest.map_structure(lambda x: x[:, length, None], time_steps)
-    return Unroll(experience, bootstrap, segments.env_id)
+    keys: np.ndarray
+    probability: np.ndarray
+    table_size: np.ndarray
 
 
 @gin.configurable(module="alf_async")
-class UniformReplay:
-    """Uniform experience replay in a Reverb table served in this process.
+class ReplayBuffer:
+    """Experience replay in a Reverb table served in this process (ALF's `ReplayBuffer`).
 
-    ALF's `exp_replayer='uniform'`: every unroll's B columns go into the
-    table as `Segment`s (T steps and their bootstrap); a learn batch is
-    `batch_size` segments drawn uniformly with replacement, each cut to a
+    Every unroll's B columns go into the table as `Segment`s (T steps and
+    their bootstrap). Uniform (ALF's `exp_replayer='uniform'`): a learn batch
+    is `batch_size` segments drawn uniformly with replacement, each cut to a
     window of `sequence_length` steps from a uniformly drawn start
-    (`cut_windows`), so that windows start uniformly over the stored steps. The oldest segments leave first once `capacity`
+    (`cut_windows`), so that windows start uniformly over the stored steps.
+    Prioritized (given `priorities`): `batch_size / T` segments drawn by
+    Reverb's `Prioritized` selector, each cut into the T windows that start
+    at its steps, so that an item's priority covers all it holds (R2D2's
+    sequences). The oldest segments leave first once `capacity`
     env steps are held. A `SampleToInsertRatio` rate limiter holds
     `replay_ratio` (sampled windows per inserted env step): when the learner
     falls behind, `insert` waits (and so do the env threads, behind the learn
@@ -159,7 +60,8 @@ class UniformReplay:
                  replay_ratio: float = 64.0,
                  ratio_tolerance: float = 0.1,
                  save_buffer: bool = False,
-                 checkpoint_dir: Optional[str] = None):
+                 checkpoint_dir: Optional[str] = None,
+                 priorities: Optional[Priorities] = None):
         """
         Args:
             unroll_spec: spec of the driver's unrolls (`[T, B, ...]` leaves).
@@ -180,6 +82,8 @@ class UniformReplay:
                 refills `min_size` steps before learning again.
             checkpoint_dir: where the buffer is kept (the trainer's
                 `root_dir/replay`); needed with `save_buffer`.
+            priorities: prioritized sampling (`PrioritizedReplayBatches`
+                passes it; None: uniform).
         """
         self._reverb = reverb = extras.import_reverb(
             "AsyncOffPolicyDriver.exp_replayer='uniform'")
@@ -188,9 +92,17 @@ class UniformReplay:
         _check_settings(capacity, min_size, batch_size, sequence_length, replay_ratio,
                         ratio_tolerance, self.unroll_length)
         self.batch_size, self.sequence_length = batch_size, sequence_length
+        self.priorities = priorities
+        self.windows_per_item = self.unroll_length if priorities else 1
+        if batch_size % self.windows_per_item:
+            raise ValueError(
+                f"ReplayBuffer.batch_size={batch_size} must be a multiple of "
+                f"AsyncOffPolicyDriver.unroll_length={self.unroll_length} with prioritized "
+                f"replay (each sampled segment gives a window at each of its steps)")
+        self.items_per_batch = batch_size // self.windows_per_item
         self.replay_ratio = replay_ratio
         if save_buffer and not checkpoint_dir:
-            raise ValueError("UniformReplay.save_buffer=True needs a checkpoint_dir "
+            raise ValueError("ReplayBuffer.save_buffer=True needs a checkpoint_dir "
                              "(alf_async.train passes root_dir/replay)")
         self.checkpoint_dir = checkpoint_dir if save_buffer else None
         table = self._table(spec, unroll_spec.experience.log_prob.shape[1], capacity, min_size,
@@ -204,8 +116,9 @@ class UniformReplay:
         self.restored_segments = self._check_restored(table)
         self._writer = self._client.trajectory_writer(num_keep_alive_refs=1)
         self._dataset = reverb.TrajectoryDataset.from_table_signature(
-            self.address, self.TABLE, max_in_flight_samples_per_worker=batch_size,
-            rate_limiter_timeout_ms=self._POLL_MS).batch(batch_size, drop_remainder=True)
+            self.address, self.TABLE, max_in_flight_samples_per_worker=self.items_per_batch,
+            rate_limiter_timeout_ms=self._POLL_MS).batch(self.items_per_batch,
+                                                         drop_remainder=True)
         self._samples = None  # the dataset's iterator, made by the sampling thread
         self.inserted_steps = 0
         self.sampled_windows = 0
@@ -213,21 +126,26 @@ class UniformReplay:
         # in flight (Reverb counted them as sampled, the learner never saw them).
         self.sample_timeouts = 0
         self._steps_sampled_up_to = 0
-        self._cut = tf.function(self._random_windows, autograph=False)
+        self._cut = tf.function(self._every_window if priorities else self._random_windows,
+                                autograph=False)
 
     def _table(self, spec: Segment, spec_batch_size: int, capacity: int, min_size: int,
                ratio_tolerance: float):
         reverb, steps = self._reverb, self.unroll_length
-        samples_per_insert = self.replay_ratio * steps  # per segment of T steps
+        # Sampled items per inserted segment of T steps.
+        samples_per_insert = self.replay_ratio * steps / self.windows_per_item
         min_items = max(1, min_size // steps)
         # At least room for a learn batch and an unroll's B segments either side.
         error_buffer = max(ratio_tolerance * min_items * samples_per_insert,
-                           2.0 * (self.batch_size + spec_batch_size * samples_per_insert))
-        # Reverb's limiter keeps sampled windows within `error_buffer` of
-        # `ratio * inserted steps - offset`: the first min_size steps are free.
+                           2.0 * (self.items_per_batch + spec_batch_size * samples_per_insert))
+        # Reverb's limiter keeps sampled items within `error_buffer` of
+        # `samples_per_insert * inserted segments - offset`: the first min_size
+        # steps are free (uniform: an item sampled is a window).
         self.offset, self.error_buffer = min_items * samples_per_insert, error_buffer
         return reverb.Table(
-            self.TABLE, sampler=reverb.selectors.Uniform(), remover=reverb.selectors.Fifo(),
+            self.TABLE, remover=reverb.selectors.Fifo(),
+            sampler=(reverb.selectors.Prioritized(self.priorities.alpha) if self.priorities
+                     else reverb.selectors.Uniform()),
             max_size=capacity // steps, signature=spec,
             rate_limiter=reverb.rate_limiters.SampleToInsertRatio(
                 samples_per_insert, min_items, error_buffer))
@@ -238,18 +156,20 @@ class UniformReplay:
         info = self._client.server_info()[self.TABLE]
         if not info.current_size:
             return 0
-        saved = (info.max_size, info.rate_limiter_info.samples_per_insert,
+        saved = (info.max_size, str(info.sampler_options),
+                 info.rate_limiter_info.samples_per_insert,
                  info.rate_limiter_info.min_size_to_sample,
                  [(s.shape, s.dtype) for s in tf.nest.flatten(info.signature)])
-        wanted = (table.info.max_size, table.info.rate_limiter_info.samples_per_insert,
+        wanted = (table.info.max_size, str(table.info.sampler_options),
+                  table.info.rate_limiter_info.samples_per_insert,
                   table.info.rate_limiter_info.min_size_to_sample,
                   [(s.shape, s.dtype) for s in tf.nest.flatten(table.info.signature)])
         if saved != wanted:
             self._stop_server()
             raise ValueError(
-                f"UniformReplay.save_buffer: the buffer saved in {self.checkpoint_dir} was made "
+                f"ReplayBuffer.save_buffer: the buffer saved in {self.checkpoint_dir} was made "
                 f"with other replay settings or specs (capacity, replay_ratio, min_size, "
-                f"unroll_length or the env's); delete it or restore those settings")
+                f"priorities, unroll_length or the env's); delete it or restore those settings")
         logging.info("Resumed the replay buffer from %s: %d segments", self.checkpoint_dir,
                      info.current_size)
         return info.current_size
@@ -273,9 +193,10 @@ class UniformReplay:
             while waiting.
         """
         segments = unroll_segments(unroll)
+        priority = self.priorities.new_item_priority() if self.priorities else 1.0
         for segment in segments:
             self._writer.append(segment)
-            self._writer.create_item(self.TABLE, 1.0, tf.nest.map_structure(
+            self._writer.create_item(self.TABLE, priority, tf.nest.map_structure(
                 lambda column: column[-1], self._writer.history))
         while not should_stop():
             try:
@@ -293,7 +214,9 @@ class UniformReplay:
             `LearnBatch` with experience leaves `[batch_size, sequence_length,
             1, ...]` (no policy state), bootstrap leaves `[batch_size, 1,
             ...]`, the windows' env ids, and as `env_steps` the env steps
-            inserted since the previous batch.
+            inserted since the previous batch. Prioritized: the windows are
+            item-major (item i's window at step t is `i * T + t`) and
+            `items` is the batch's `SampledItems`.
         """
         while not should_stop():
             if self._samples is None:
@@ -309,12 +232,29 @@ class UniformReplay:
             self.sampled_windows += self.batch_size
             inserted, self._steps_sampled_up_to = (
                 self.inserted_steps - self._steps_sampled_up_to, self.inserted_steps)
-            return LearnBatch(windows.experience, windows.bootstrap, windows.env_id, inserted)
+            items = None
+            if self.priorities:
+                items = SampledItems(*[x.numpy() for x in (
+                    sample.info.key, sample.info.probability, sample.info.table_size)])
+            return LearnBatch(windows.experience, windows.bootstrap, windows.env_id, inserted,
+                              items=items)
         return None
+
+    def mutate_priorities(self, keys: np.ndarray, priorities: np.ndarray) -> None:
+        """Sets the priorities of items by key (items evicted since are skipped)."""
+        self._client.mutate_priorities(self.TABLE, updates=dict(
+            zip(keys.tolist(), np.asarray(priorities, np.float64).tolist())))
 
     def _random_windows(self, segments: Segment) -> Unroll:
         starts = tf.random.uniform([self.batch_size], 0, self.unroll_length, tf.int32)
         return cut_windows(segments, starts, self.sequence_length)
+
+    def _every_window(self, segments: Segment) -> Unroll:
+        """The T windows of each segment, item-major: `[items * T, sequence_length, 1]`."""
+        steps = self.unroll_length
+        repeated = tf.nest.map_structure(lambda x: tf.repeat(x, steps, axis=0), segments)
+        starts = tf.tile(tf.range(steps), [self.items_per_batch])
+        return cut_windows(repeated, starts, self.sequence_length)
 
     @property
     def achieved_ratio(self) -> float:
@@ -335,20 +275,20 @@ class UniformReplay:
 
 def _check_settings(capacity, min_size, batch_size, sequence_length, replay_ratio,
                     ratio_tolerance, unroll_length: int) -> None:
-    """Raises ValueError naming the `UniformReplay` setting that breaks a rule."""
+    """Raises ValueError naming the `ReplayBuffer` setting that breaks a rule."""
     for name, value, least in [("capacity", capacity, unroll_length),
                                ("min_size", min_size, unroll_length),
                                ("batch_size", batch_size, 1),
                                ("sequence_length", sequence_length, 1)]:
         if not isinstance(value, (int, np.integer)) or value < least:
-            raise ValueError(f"UniformReplay.{name} must be an integer >= {least} "
+            raise ValueError(f"ReplayBuffer.{name} must be an integer >= {least} "
                              f"(AsyncOffPolicyDriver.unroll_length is {unroll_length}), "
                              f"got {value!r}")
     for name, value in [("replay_ratio", replay_ratio), ("ratio_tolerance", ratio_tolerance)]:
         if not value > 0:
-            raise ValueError(f"UniformReplay.{name} must be > 0, got {value!r}")
+            raise ValueError(f"ReplayBuffer.{name} must be > 0, got {value!r}")
     if sequence_length > unroll_length:
-        raise ValueError(f"UniformReplay.sequence_length={sequence_length} must be <= "
+        raise ValueError(f"ReplayBuffer.sequence_length={sequence_length} must be <= "
                          f"AsyncOffPolicyDriver.unroll_length={unroll_length}")
     if min_size > capacity:
-        raise ValueError(f"UniformReplay.min_size={min_size} must be <= capacity={capacity}")
+        raise ValueError(f"ReplayBuffer.min_size={min_size} must be <= capacity={capacity}")

@@ -1,0 +1,115 @@
+"""`Priorities`: the arithmetic of prioritized replay (Schaul et al.; Ape-X; R2D2).
+
+An item (a segment of T steps) is sampled with probability
+`P(i) = p_i^alpha / sum_k p_k^alpha` (Reverb's `Prioritized` selector applies
+alpha); its windows are weighted in the loss by the importance-sampling weight
+`w_i = (N * P(i))^-beta / max_j w_j` (N: the items in the table; the maximum
+over the learn batch), with beta annealed to 1 on a schedule of env steps.
+After an update, an item's priority is R2D2's mix of its windows' absolute
+TD errors, `eta * max|delta| + (1 - eta) * mean|delta| + eps`.
+
+Thread-safety: `item_priorities` and `new_item_priority` are called by the
+trainer's thread (after an update) and the writer thread (at insert): the
+largest priority seen is a float written by one and read by the other.
+"""
+
+from typing import Optional
+
+import numpy as np
+
+from alf_async.schedules import Schedule, schedule_value
+
+
+def _check_unit(name: str, value, low: float = 0.0, high: Optional[float] = 1.0) -> None:
+    """Raises ValueError naming the setting unless `low <= value <= high`."""
+    number = isinstance(value, (int, float, np.integer, np.floating))
+    if not number or value < low or (high is not None and value > high):
+        bound = f"in [{low:g}, {high:g}]" if high is not None else f">= {low:g}"
+        raise ValueError(f"PrioritizedReplayBatches.{name} must be {bound}, got {value!r}")
+
+
+def check_beta(beta: Schedule) -> None:
+    """Raises ValueError unless every value of the beta schedule is in [0, 1]."""
+    values = [v for _, v in beta] if isinstance(beta, (list, tuple)) else [beta]
+    for value in values:
+        _check_unit("priority_replay_beta", value)
+
+
+class Priorities:
+    """Priorities of new and replayed items, and the loss's importance weights.
+
+    Attributes:
+        alpha: the priority exponent of sampling (0: uniform).
+        max_priority: the largest priority written so far (new items enter
+            with it unless `new_items_at_max` is off).
+    """
+
+    def __init__(self, alpha: float, beta: Schedule, eps: float, eta: float,
+                 new_items_at_max: bool = True):
+        """
+        Args:
+            alpha: sampling exponent, >= 0 (ALF's `priority_replay_alpha`).
+            beta: importance-sampling exponent in [0, 1], a constant or
+                `[(env_steps, value), ...]` (ALF's `priority_replay_beta`).
+            eps: added to every priority, > 0, so that no item is never
+                sampled again (ALF's `priority_replay_eps`).
+            eta: R2D2's weight of the max over the mean of an item's errors.
+            new_items_at_max: new items enter at the largest priority so far
+                (Schaul et al.); off: at 1.
+
+        Raises:
+            ValueError: a setting is out of range (names it).
+        """
+        _check_unit("priority_replay_alpha", alpha, high=None)
+        check_beta(beta)
+        if not isinstance(eps, (int, float, np.integer, np.floating)) or not eps > 0:
+            raise ValueError(f"PrioritizedReplayBatches.priority_replay_eps must be > 0, "
+                             f"got {eps!r}")
+        _check_unit("priority_replay_eta", eta)
+        self.alpha, self._beta, self._eps, self._eta = alpha, beta, eps, eta
+        self._new_items_at_max = new_items_at_max
+        self.max_priority = 1.0
+
+    def beta(self, env_steps: int) -> float:
+        """Beta at `env_steps` along its schedule."""
+        return float(schedule_value(self._beta, env_steps))
+
+    def new_item_priority(self) -> float:
+        """The priority a newly inserted item gets."""
+        return self.max_priority if self._new_items_at_max else 1.0
+
+    def weights(self, probability: np.ndarray, table_size: np.ndarray,
+                env_steps: int) -> np.ndarray:
+        """Importance weights `(N * P(i))^-beta`, normalised by their batch maximum.
+
+        Args:
+            probability: `[S]` sampling probabilities of the sampled items.
+            table_size: `[S]` items in the table when each was sampled.
+            env_steps: where the beta schedule is read.
+
+        Returns:
+            `[S]` float32 weights in (0, 1].
+        """
+        scaled = np.asarray(table_size, np.float64) * np.asarray(probability, np.float64)
+        weights = np.power(np.maximum(scaled, 1e-12), -self.beta(env_steps))
+        return (weights / weights.max()).astype(np.float32)
+
+    def item_priorities(self, errors: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        """Each item's new priority from its windows' absolute errors.
+
+        Args:
+            errors: `[S, K]` absolute TD errors of the K transitions learned
+                from each of S items.
+            mask: `[S, K]`, 1 where a transition was learned from (steps
+                after an episode's end in a window are not).
+
+        Returns:
+            `[S]` priorities `eta * max + (1 - eta) * mean + eps` over the
+            masked errors (`eps` alone for an item with none).
+        """
+        errors = np.abs(np.asarray(errors, np.float64)) * mask
+        count = mask.sum(axis=1)
+        mean = errors.sum(axis=1) / np.maximum(count, 1)
+        mixed = self._eta * errors.max(axis=1) + (1 - self._eta) * mean + self._eps
+        self.max_priority = max(self.max_priority, float(mixed.max()))
+        return mixed

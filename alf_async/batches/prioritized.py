@@ -1,0 +1,120 @@
+"""`PrioritizedReplayBatches`: learn batches sampled by priority (Ape-X, R2D2), with the
+learner's TD errors written back as the sampled items' priorities."""
+
+from typing import Callable, Optional
+
+import gin
+import numpy as np
+import tensorflow as tf
+
+from alf_async.batches.priorities import Priorities
+from alf_async.batches.uniform import UniformReplayBatches
+from alf_async.experience import LearnBatch
+from alf_async.schedules import Schedule
+
+
+@gin.configurable(module="alf_async")
+class PrioritizedReplayBatches(UniformReplayBatches):
+    """Prioritized replay (`exp_replayer='prioritized'`) in a `ReplayBuffer`.
+
+    Each learn batch is `batch_size / T` segments drawn with probability
+    `p^alpha / sum p^alpha`, each cut into the T windows starting at its
+    steps (item-major); every window's samples are weighted in the loss by
+    the segment's importance weight (`Priorities.weights`). After the update
+    the learner's absolute TD errors (the algorithm's `td_error` item term)
+    of a segment's windows become its priority (`Priorities.item_priorities`),
+    written back with Reverb's `mutate_priorities`. New segments enter at the
+    largest priority so far. The table's sizes and replay ratio are
+    `ReplayBuffer`'s settings; with `ReplayBuffer.save_buffer` the priorities
+    are saved and restored with the items, and beta follows the learner's env
+    steps (checkpointed), so both survive a restart.
+
+    Thread-safety: as `UniformReplayBatches`; `after_update()` is called by
+    the trainer's thread while the prefetch thread may sample.
+    """
+
+    NAME = "prioritized"
+
+    def __init__(self, unroll_spec, algorithm, should_stop: Callable[[], bool],
+                 env_steps: Callable[[], int], replay_dir: Optional[str] = None,
+                 priority_replay_alpha: float = 0.6,
+                 priority_replay_beta: Schedule = ((0, 0.4), (100_000, 1.0)),
+                 priority_replay_eps: float = 1e-6,
+                 priority_replay_eta: float = 0.9,
+                 new_items_at_max: bool = True):
+        """
+        Args:
+            unroll_spec: spec of one unroll (`[T, B, ...]` leaves).
+            algorithm: feed-forward, with `td_error` among its `item_terms`
+                (DQN, SAC).
+            should_stop: ends a wait for samples (the coordinator's).
+            env_steps: `() -> int`, the learner's env steps (beta's schedule).
+            replay_dir: where a `ReplayBuffer` with `save_buffer` keeps its
+                content, priorities included.
+            priority_replay_alpha: sampling exponent alpha >= 0 (0: uniform).
+            priority_replay_beta: importance-weight exponent in [0, 1], a
+                constant or `[(env_steps, value), ...]` annealed to 1.
+            priority_replay_eps: added to every priority (> 0).
+            priority_replay_eta: R2D2's mix of a segment's errors, in [0, 1]:
+                `eta * max + (1 - eta) * mean`.
+            new_items_at_max: new segments enter at the largest priority so
+                far (off: at 1).
+
+        Raises:
+            ValueError: a setting is out of range, or the algorithm has no
+                `td_error` item term (names it).
+        """
+        if "td_error" not in algorithm.item_terms:
+            raise ValueError(f"exp_replayer='prioritized' needs an algorithm with a "
+                             f"'td_error' item term (DQN, SAC); {type(algorithm).__name__} "
+                             f"has {tuple(algorithm.item_terms)}")
+        self.priorities = Priorities(priority_replay_alpha, priority_replay_beta,
+                                     priority_replay_eps, priority_replay_eta, new_items_at_max)
+        super().__init__(unroll_spec, algorithm, should_stop, replay_dir, self.priorities)
+        self._env_steps = env_steps
+        self.updated_items = 0
+
+    def next(self, updates_ahead: int = 0) -> Optional[LearnBatch]:
+        """A learn batch of every window of `batch_size / T` sampled segments, with
+        `weights` `[batch_size, 1]` (each window its segment's); None once stopped."""
+        batch = super().next(updates_ahead)
+        if batch is None:
+            return None
+        items = batch.items
+        weights = self.priorities.weights(items.probability, items.table_size,
+                                          self._env_steps())
+        per_window = np.repeat(weights, self.replay.windows_per_item)[:, None]
+        return batch._replace(weights=tf.constant(per_window))
+
+    def after_update(self, batch, per_item) -> None:
+        """Writes each sampled segment's new priority from its windows' TD errors.
+
+        Args:
+            batch: the trained `DeviceBatch`; `batch.items` its `SampledItems`.
+            per_item: `{"td_error": [K, S * T], "mask": [K, S * T]}` (K
+                samples per window); empty after a skipped update.
+        """
+        if not per_item:
+            return
+        num_items, steps = len(batch.items.keys), self.replay.windows_per_item
+
+        def by_item(x):  # [K, S * T] (window i * T + t) -> [S, T * K]
+            return np.moveaxis(x.reshape(-1, num_items, steps), 1, 0).reshape(num_items, -1)
+
+        priorities = self.priorities.item_priorities(by_item(per_item["td_error"]),
+                                                     by_item(per_item["mask"]))
+        self.replay.mutate_priorities(batch.items.keys, priorities)
+        self.updated_items += num_items
+
+    def describe(self, unused_env_steps: int) -> str:
+        replay = self.replay
+        return (f"prioritized replay (alpha {self.priorities.alpha:g}) at "
+                f"{replay.replay_ratio:g} windows per env step: {replay.items_per_batch} "
+                f"segments x {replay.windows_per_item} windows of {replay.sequence_length} "
+                f"steps")
+
+    def summaries(self) -> dict:
+        return {**super().summaries(),
+                "replay/priority_beta": self.priorities.beta(self._env_steps()),
+                "replay/max_priority": self.priorities.max_priority,
+                "replay/priority_updates": self.updated_items}

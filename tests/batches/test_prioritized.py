@@ -1,0 +1,86 @@
+"""`PrioritizedReplayBatches`: importance weights out, TD errors back in as priorities."""
+
+import time
+import types
+
+import numpy as np
+import pytest
+
+from alf_async.batches.prioritized import PrioritizedReplayBatches
+from fakes import gin_bound
+from replay_fakes import T, counting_unroll, unroll_spec
+
+ALPHA, ETA, EPS = 1.0, 0.5, 1e-6
+
+
+class _TdAlgorithm:
+    """What the source asks of an algorithm: feed-forward, with a `td_error` item term."""
+    policy_state_spec = ()
+    item_terms = ("td_error",)
+
+
+def _source(env_steps=lambda: 500):
+    replay = {"ReplayBuffer.capacity": 10_000, "ReplayBuffer.min_size": 4 * T,
+              "ReplayBuffer.batch_size": 4 * T, "ReplayBuffer.replay_ratio": 1e6}
+    end = time.monotonic() + 30
+    with gin_bound(replay):
+        return PrioritizedReplayBatches(
+            unroll_spec(), _TdAlgorithm(), lambda: time.monotonic() > end, env_steps,
+            priority_replay_alpha=ALPHA, priority_replay_beta=[(0, 0.0), (1000, 1.0)],
+            priority_replay_eps=EPS, priority_replay_eta=ETA)
+
+
+def _segments(batch):
+    return batch.experience.time_step.reward.numpy()[::T, 0, 0].astype(int)
+
+
+def test_weights_are_each_segments_importance_weight_on_all_its_windows():
+    source = _source()
+    try:
+        for k in range(2):
+            assert source.replay.insert(counting_unroll(1000 * k), lambda: False)
+        batch = source.next()  # priorities apart, so that the weights differ
+        errors = (_segments(batch)[:, None] + 2.0) * np.ones(T)
+        source.after_update(batch, {"td_error": errors.reshape(1, -1),
+                                    "mask": np.ones((1, errors.size))})
+        for _ in range(10):  # batches sampled before the write
+            source.next()
+        batch = source.next()
+        items = batch.items
+        assert len(set(items.probability.tolist())) > 1
+        want = (items.table_size * items.probability) ** -0.5  # beta 0.5 at 500 env steps
+        np.testing.assert_allclose(batch.weights.numpy()[:, 0],
+                                   np.repeat(want / want.max(), T), rtol=1e-5)
+        assert source.summaries()["replay/priority_beta"] == pytest.approx(0.5)
+    finally:
+        source.close()
+
+
+def test_td_errors_written_back_become_the_segments_priorities():
+    source = _source()
+    try:
+        for k in range(2):  # segments 0, 100, 1000, 1100 at priority 1
+            assert source.replay.insert(counting_unroll(1000 * k), lambda: False)
+        batch = source.next()
+        segments = _segments(batch)
+        # Window t of segment s has |TD error| (s + 1) * (t + 1); its last window is masked.
+        errors = np.array([(s + 1.0) * (t + 1) for s in segments for t in range(T)])[None]
+        mask = np.tile(np.r_[np.ones(T - 1), 0.0], len(segments))[None]
+        source.after_update(types.SimpleNamespace(items=batch.items),
+                            {"td_error": -errors, "mask": mask})
+        top = lambda s: (s + 1.0) * (T - 1)  # the largest unmasked error
+        mean = lambda s: (s + 1.0) * T / 2
+        priority = {s: 1.0 for s in (0, 100, 1000, 1100)}
+        priority.update({s: ETA * top(s) + (1 - ETA) * mean(s) + EPS for s in segments})
+        assert source.priorities.max_priority == pytest.approx(max(priority.values()))
+        for _ in range(10):  # batches sampled before the write
+            source.next()
+        total = sum(priority.values())
+        batch = source.next()
+        for segment, probability in zip(_segments(batch), batch.items.probability):
+            assert probability == pytest.approx(priority[segment] / total, rel=1e-5)
+        assert source.summaries()["replay/priority_updates"] == len(segments)
+        source.after_update(batch, {})  # a skipped update writes nothing
+        assert source.summaries()["replay/priority_updates"] == len(segments)
+    finally:
+        source.close()

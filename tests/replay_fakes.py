@@ -1,0 +1,30 @@
+"""Counting unrolls for replay tests: every value tells its step, column and unroll."""
+
+import numpy as np
+import tensorflow as tf
+from tf_agents.trajectories import time_step as ts
+
+from alf_async.experience import Experience, Unroll, make_specs
+
+T, B = 8, 2
+MID, LAST = int(ts.StepType.MID), int(ts.StepType.LAST)
+
+
+def unroll_spec():
+    """The spec of a `[T, B]` unroll of 2-float observations and scalar actions."""
+    time_step_spec = ts.time_step_spec(tf.TensorSpec([2], tf.float32))
+    action_spec = tf.TensorSpec([], tf.int64)
+    return make_specs(time_step_spec, action_spec, (), B, T)[2]
+
+
+def counting_unroll(first: int, env_id: int = 0, step_type=None) -> Unroll:
+    """A numpy unroll whose observations count steps: column b, step t -> first + t + 100 b."""
+    count = (first + np.arange(T + 1)[:, None] + 100 * np.arange(B)[None]).astype(np.float32)
+    types = np.full((T + 1, B), MID, np.int32) if step_type is None else step_type
+    time_steps = ts.TimeStep(types, count, np.ones_like(count),
+                             np.stack([count, -count], -1))
+    steps = ts.TimeStep(*[x[:T] for x in time_steps])
+    bootstrap = ts.TimeStep(*[x[T] for x in time_steps])
+    experience = Experience(steps, count[:T].astype(np.int64), -count[:T], (),
+                            count[:T].astype(np.int64))
+    return Unroll(experience, bootstrap, np.int32(env_id))
