@@ -173,6 +173,7 @@ class DqnAlgorithm(tf.Module):
         if self._epsilon_per_env is None or env_id is None:
             return tf.fill(n, self.epsilon.read_value())
         size = tf.shape(self._epsilon_per_env)[0]
+        env_id = tf.cast(env_id, tf.int32)
         return tf.gather(self._epsilon_per_env, tf.math.floormod(env_id, size))
 
     def preprocess(self, experience, bootstrap) -> Samples:

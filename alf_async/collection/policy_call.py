@@ -71,7 +71,7 @@ class PolicyCall:
         """
         seeded = {} if seed is None else dict(seed=seed)
         if env_id is not None:
-            seeded["env_id"] = env_id
+            seeded["env_id"] = tf.cast(env_id, tf.int32)
 
         def attempt(unused_done, *unused_reply):
             version = self._version.read_value()

@@ -56,6 +56,7 @@ class _EnvIdPolicy(VersionPolicy):
 
     def act(self, observation, step_type, policy_state, seed=None, env_id=None):
         _, state, log_prob = super().act(observation, step_type, policy_state, seed)
+        assert env_id.dtype == tf.int32  # as the contract says
         return tf.cast(env_id, tf.int64), state, log_prob
 
 
