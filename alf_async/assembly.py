@@ -52,7 +52,5 @@ def build(algorithm_class: Callable = PPOAlgorithm, seed: Optional[int] = None,
     learner.check_batch_shape(*driver.learn_batch_shape)
     loop = LearnerLoop(learner, driver.feed)
     driver.attach(loop)  # run_async() (ALF's name) runs the loop
-    if driver.deterministic:
-        # Kernels too must reduce in a fixed order (matters on GPUs).
-        tf.config.experimental.enable_op_determinism()
+    driver.pace.configure_ops()  # deterministic mode: ops that reduce in a fixed order
     return algorithm, learner, driver, loop

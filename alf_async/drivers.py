@@ -13,6 +13,7 @@ from alf_async.batches.contract import check_batch_source
 from alf_async.collection import Collector, LocalCollection, RemoteCollection
 from alf_async.collection.contract import check_collection
 from alf_async.experience import LearnBatch
+from alf_async.pacing import FreeRunning, Lockstep
 
 
 def check_sizes(num_envs: int, num_actor_queues: int, unroll_length: int,
@@ -100,6 +101,7 @@ class AsyncOffPolicyDriver:
         unroll_length: T, steps per unroll.
         learn_queue_cap: Q, new unrolls per learn batch.
         deterministic: whether the driver runs in the reproducible mode.
+        pace: `pacing.Lockstep` in that mode, else `pacing.FreeRunning`.
         collection: the `LocalCollection` or `RemoteCollection`.
         batches: the `FreshBatches` or `UniformReplayBatches`.
         feed: the `LearnFeed` a `LearnerLoop` takes the batches from.
@@ -170,16 +172,17 @@ class AsyncOffPolicyDriver:
         self._version, self._env_steps = counter(policy_version), counter(env_steps)
         self.num_envs, self.unroll_length = num_envs, unroll_length
         self.learn_queue_cap, self.deterministic = learn_queue_cap, deterministic
+        self.pace = Lockstep(seed, num_envs, learn_queue_cap) if deterministic else FreeRunning()
         self.collection = (
             RemoteCollection(env_factory, algorithm, num_envs, unroll_length, remote) if remote
             else LocalCollection(env_factory, algorithm, self._version, num_envs,
                                  num_actor_queues, actor_queue_cap, unroll_length,
-                                 deterministic, seed))
+                                 self.pace))
         check_collection(self.collection)
         try:
             self._collector = Collector(
                 self.collection, learn_queue_cap, observers,
-                permits_per_env=learn_queue_cap // num_envs if deterministic else 0)
+                permits_per_env=self.pace.permits_per_env)
             self.batches = self._make_batches(exp_replayer, algorithm, seed, replay_dir)
             check_batch_source(self.batches)
         except Exception:
@@ -187,7 +190,7 @@ class AsyncOffPolicyDriver:
             raise
         self._more_threads = self.batches.threads(self._collector.coord, self._collector.queues)
         self.feed = LearnFeed(self._collector, self.batches, learner_queue_timeout,
-                              self.diagnose, deterministic)
+                              self.diagnose, self.pace.prefetch_allowed)
         self.batch_size = self.collection.batch_size
         self.remote = getattr(self.collection, "service", None)
         self.stats = self._collector.stats
@@ -201,7 +204,7 @@ class AsyncOffPolicyDriver:
             check_options_unused(PrioritizedReplayBatches, exp_replayer)
         if exp_replayer == "one_time":
             return FreshBatches(collector.take, self._version, self.learn_queue_cap,
-                                collector.queues.unroll_permits, seed)
+                                collector.queues.unroll_permits, self.pace, seed)
         check_options_unused(FreshBatches, exp_replayer)
         spec, should_stop = collector.queues.learn_queue.spec, collector.coord.should_stop
         if exp_replayer == "uniform":

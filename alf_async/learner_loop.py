@@ -96,7 +96,7 @@ class LearnerLoop:
                              f"got {prefetch_depth!r}")
         self._learner = learner
         self._feed = feed
-        self.prefetch_depth = 0 if feed.deterministic else prefetch_depth
+        self.prefetch_depth = prefetch_depth if feed.prefetch_allowed else 0
         self._prefetcher = None  # started by the first step()
         self.clock = StageClock()
 

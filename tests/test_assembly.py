@@ -4,6 +4,7 @@ import gin
 import pytest
 
 from alf_async import assembly, config
+import alf_async.trainer  # noqa: F401  registers gin's `train`, which the gin files bind
 from alf_async.threads import live_driver_threads
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

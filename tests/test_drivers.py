@@ -178,7 +178,7 @@ def test_policy_error_names_the_actor_thread():
     env = CountingEnv(0, B)
     policy = CountingPolicy(env)
 
-    def broken_act(observation, step_type, policy_state):
+    def broken_act(observation, step_type, policy_state, env_id=None):
         raise tf.errors.InvalidArgumentError(None, None, "bad policy")
 
     policy.act = broken_act

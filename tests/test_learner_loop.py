@@ -105,7 +105,7 @@ def test_run_async_without_a_learner_loop_is_an_error():
 class _ItemFeed:
     """A feed of batches whose `items` number them; records what comes back."""
 
-    deterministic = False
+    prefetch_allowed = True
 
     def __init__(self):
         self.taken, self.back = 0, []

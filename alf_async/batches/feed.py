@@ -20,7 +20,7 @@ class LearnFeed:
     """
 
     def __init__(self, collector, batches, timeout: float, diagnose: Callable[[], str],
-                 deterministic: bool):
+                 prefetch_allowed: bool = True):
         """
         Args:
             collector: the `Collector` whose coordinator and learn queue the
@@ -29,13 +29,14 @@ class LearnFeed:
                 `UniformReplayBatches`).
             timeout: seconds a batch may take (`learner_queue_timeout`).
             diagnose: `() -> str`, the driver's line on every stage.
-            deterministic: the driver's reproducible mode (collection must
-                not overlap an update: no prefetch).
+            prefetch_allowed: whether batches may be fetched ahead of the
+                update that uses them (not in deterministic mode: collection
+                must not overlap an update).
         """
         self._collector = collector
         self._batches = batches
         self._watchdog = StarvationWatchdog(timeout, collector.fail, diagnose)
-        self.deterministic = deterministic
+        self.prefetch_allowed = prefetch_allowed
         self.error_seen = False  # the consumer was given the first thread error
         self.closed = False
 

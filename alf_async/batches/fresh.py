@@ -7,6 +7,7 @@ import numpy as np
 import tensorflow as tf
 
 from alf_async.experience import LearnBatch
+from alf_async.pacing import FreeRunning
 from alf_async.batches.mixin import UnrollReplay
 
 
@@ -35,7 +36,8 @@ class FreshBatches:
     """
 
     def __init__(self, take: Callable[[int], object], version: tf.Variable,
-                 learn_queue_cap: int, permits: Sequence = (), seed: Optional[int] = None,
+                 learn_queue_cap: int, permits: Sequence = (), pace=FreeRunning(),
+                 seed: Optional[int] = None,
                  max_policy_lag: Optional[int] = None, replay_proportion: float = 0.0,
                  replay_buffer_num_slots: int = 0):
         """
@@ -43,7 +45,9 @@ class FreshBatches:
             take: `n -> Unroll` with `[n, T, B, ...]` leaves (`Collector.take`).
             version: int64 scalar variable, the learner's update count.
             learn_queue_cap: Q, new unrolls per learn batch.
-            permits: deterministic mode: each env's unroll-permit queue.
+            permits: each env's unroll-permit queue (with `Lockstep`).
+            pace: `pacing.FreeRunning` (the next Q unrolls) or
+                `pacing.Lockstep` (each env's share, in env order).
             seed: seeds the mix-in replay's sampling.
             max_policy_lag: unrolls with a step acted on by weights more than
                 this many learner updates old are dropped (and counted in
@@ -54,7 +58,7 @@ class FreshBatches:
         """
         self._take, self._version = take, version
         self._learn_queue_cap = learn_queue_cap
-        self._permits = list(permits)
+        self._permits, self._pace = list(permits), pace
         self._max_policy_lag = max_policy_lag
         self._num_replayed = num_replayed(replay_proportion, learn_queue_cap)
         self._replay = (UnrollReplay(replay_buffer_num_slots, seed)
@@ -78,7 +82,7 @@ class FreshBatches:
         Raises:
             ThreadError, RuntimeError: from `take` (a thread failed; stopped).
         """
-        unrolls = self._in_env_order() if self._permits else self._take(self._learn_queue_cap)
+        unrolls = self._pace.take(self._take, self._learn_queue_cap, self._permits)
         if self._max_policy_lag is not None:
             unrolls = self._drop_stale(unrolls, updates_ahead)
         new_steps = int(np.prod(unrolls.experience.policy_version.shape))  # Q * T * B
@@ -87,15 +91,6 @@ class FreshBatches:
             unrolls = tf.nest.map_structure(lambda a, b: tf.concat([a, b], 0), unrolls,
                                             self._replay.sample(self._num_replayed))
         return LearnBatch(unrolls.experience, unrolls.bootstrap, unrolls.env_id, new_steps)
-
-    def _in_env_order(self):
-        """Lets every env produce `Q / E` unrolls; returns them sorted by env."""
-        for permits in self._permits:
-            for _ in range(permits.capacity):
-                permits.enqueue(np.int32(0))
-        unrolls = self._take(self._learn_queue_cap)
-        order = tf.argsort(unrolls.env_id, stable=True)  # an env's unrolls stay in order
-        return tf.nest.map_structure(lambda x: tf.gather(x, order), unrolls)
 
     def _drop_stale(self, unrolls, updates_ahead: int):
         """Replaces unrolls older than `max_policy_lag` updates (at the update

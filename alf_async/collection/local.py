@@ -1,7 +1,7 @@
 """`LocalCollection`: env threads in this process, with or without actor threads."""
 
 import time
-from typing import Callable, Optional
+from typing import Callable
 
 import gin
 import numpy as np
@@ -10,6 +10,7 @@ from tf_agents.specs import tensor_spec
 
 from alf_async.collection.policy_call import PolicyCall
 from alf_async.experience import make_specs
+from alf_async.pacing import FreeRunning
 from alf_async.collection.threads import ActorThread, EnvThread
 
 
@@ -64,8 +65,7 @@ class LocalCollection:
     def __init__(self, env_factory: Callable[[int], object], algorithm,
                  version: tf.Variable, num_envs: int, num_actor_queues: int,
                  actor_queue_cap: int, unroll_length: int,
-                 deterministic: bool = False, seed: Optional[int] = None,
-                 restart_failed_envs: bool = False, first_stream: int = 0):
+                 pace=FreeRunning(), restart_failed_envs: bool = False, first_stream: int = 0):
         """
         Args:
             env_factory: `env_id -> batched PyEnvironment` of B sub-envs.
@@ -75,8 +75,8 @@ class LocalCollection:
             num_actor_queues: N, actor threads (0: env threads act themselves).
             actor_queue_cap: A, most requests one policy call serves.
             unroll_length: T, steps per unroll.
-            deterministic: serve in the seeded, reproducible way (needs `seed`).
-            seed: seeds the actors' sampling in deterministic mode.
+            pace: `pacing.FreeRunning` or `pacing.Lockstep` (deterministic
+                mode: seeded actors that wait for all of their envs).
             restart_failed_envs: replace an env that raises by a new one from
                 `env_factory` (counted in `env_restarts`) instead of stopping.
             first_stream: the global env id of env 0 (an actor process's
@@ -86,10 +86,9 @@ class LocalCollection:
         self.batch_size = self.envs[0].batch_size
         self.num_envs = self.num_streams = num_envs
         self._num_actor_queues = num_actor_queues
-        # Deterministic: each actor takes all of its envs' requests at once.
-        self._actor_queue_cap = (-(-num_envs // num_actor_queues) if deterministic
-                                 else actor_queue_cap)
-        self._seeding = dict(seed=seed, stride=num_actor_queues) if deterministic else {}
+        self._actor_queue_cap = pace.actor_queue_cap(num_envs, num_actor_queues,
+                                                     actor_queue_cap)
+        self._seeding = pace.actor_seeding(num_actor_queues)
         self._unroll_length = unroll_length
         self._restart_factory = env_factory if restart_failed_envs else None
         self._initial_state = tf.nest.map_structure(

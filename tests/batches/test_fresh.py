@@ -8,6 +8,7 @@ import tensorflow as tf
 
 from alf_async.batches import FreshBatches
 from alf_async.experience import Experience, Unroll
+from alf_async.pacing import Lockstep
 from alf_async.queues import NestFIFOQueue
 from fakes import learning_driver, timed_stop
 
@@ -61,7 +62,7 @@ def test_deterministic_permits_let_each_env_run_its_share_and_the_batch_is_in_en
     queue = ScriptedQueue([_unroll(1, 0, 0), _unroll(0, 0, 0), _unroll(0, 0, 3),
                            _unroll(1, 0, 3)])
     source = FreshBatches(queue.take, tf.Variable(0, dtype=tf.int64), learn_queue_cap=4,
-                          permits=permits)
+                          permits=permits, pace=Lockstep(seed=1, num_envs=2, learn_queue_cap=4))
     batch = source.next()
     assert [int(p.size()) for p in permits] == [2, 2]  # Q / E = 2 unrolls each
     np.testing.assert_array_equal(batch.env_ids.numpy(), [0, 0, 1, 1])
