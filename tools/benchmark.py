@@ -18,9 +18,18 @@ With --remote=K it measures instead, for K actor processes
 127.0.0.1 against the same env threads in the learner's process: collection
 (3) and end to end (1) each way, their ratios, and the CPU time per frame of
 all processes together (the transport's overhead is the difference).
+
+With --off_policy (a replay config: dqn_cartpole.gin, sac_pendulum.gin) it
+counts optimizer steps instead of frames, since the replay ratio ties
+frames to updates: optimizer steps/s end to end against the learner alone
+training on one sampled batch over and over (its ceiling), and the replay's
+insert (env steps/s) and sample (windows/s) rates during the end-to-end run.
+
+    python tools/benchmark.py --gin_file=gin_configs/dqn_cartpole.gin --off_policy
 """
 
 import json
+import time
 
 # First: toolkit imports alf_async, which keeps TensorFlow's start-up banner off.
 import toolkit  # tools/toolkit.py: gin and size flags, rate(), with_driver()
@@ -41,6 +50,8 @@ flags.DEFINE_integer("repeats", 1, "Rounds of all measurements; each figure and 
                      "down for a while slows every figure alike).")
 flags.DEFINE_boolean("tf_agents", True, "Also measure tf-agents' synchronous PPO.")
 flags.DEFINE_string("out", None, "Write the figures as JSON here.")
+flags.DEFINE_boolean("off_policy", False, "Optimizer steps/s of a replay config end to end "
+                     "against the learner alone, and the replay's insert and sample rates.")
 flags.DEFINE_integer("remote", 0, "Compare K actor processes through Reverb with in-process "
                      "collection instead (0: the usual figures).")
 FLAGS = flags.FLAGS
@@ -164,8 +175,34 @@ def collection(remote: bool, train: bool) -> dict:
     return toolkit.with_driver(measure, serve_port=0 if remote else None)
 
 
+def off_policy() -> dict:
+    """Optimizer steps/s end to end and of the learner alone; replay insert and sample rates."""
+    steps = gin.query_parameter("alf_async.Learner.num_epochs") * gin.query_parameter(
+        "alf_async.Learner.num_minibatches")
+
+    def measure(driver, learner):
+        replay = driver.batches.replay
+        toolkit.rate(driver.run_async, FLAGS.warmup, 0.0)  # min_size stored, update compiled
+        inserted, sampled = replay.inserted_steps, replay.sampled_windows
+        start = time.perf_counter()
+        end_to_end = toolkit.rate(lambda: (driver.run_async(), steps)[1], FLAGS.duration, 0.0)
+        seconds = time.perf_counter() - start
+        figures = {"end_to_end_steps": end_to_end,
+                   "insert_env_steps": (replay.inserted_steps - inserted) / seconds,
+                   "sample_windows": (replay.sampled_windows - sampled) / seconds}
+        placed = learner.place(driver.get_training_exps())
+        driver.stop()
+        figures["learner_only_steps"] = toolkit.rate(
+            lambda: (learner.update(placed), steps)[1], FLAGS.duration, FLAGS.warmup)
+        return figures
+
+    return toolkit.with_driver(measure)
+
+
 def measure_round() -> dict:
     """Every figure once, in the order of the module docstring (or the --remote ones)."""
+    if FLAGS.off_policy:
+        return off_policy()
     if FLAGS.remote:
         figures = {}
         for train in (False, True):
@@ -180,6 +217,9 @@ def measure_round() -> dict:
 
 
 def ratios_of(figures: dict) -> dict:
+    if FLAGS.off_policy:
+        return {"end_to_end/learner_only (optimizer steps)":
+                figures["end_to_end_steps"] / figures["learner_only_steps"]}
     if FLAGS.remote:
         return {"remote/in_process actor_only": figures["remote_actor_only"] /
                 figures["actor_only"],
@@ -207,7 +247,8 @@ def main(argv) -> None:
     spread = lambda key: (f"{min(r[key] for r in rounds):>14,.0f}"
                           f"{max(r[key] for r in rounds):>14,.0f}")
     width = max(len(name) for name in [*figures, *ratios]) + 2
-    print(f"{'measurement':<{width}}{'frames/s':>14}" + (f"{'min':>14}{'max':>14}"
+    unit = "per second" if FLAGS.off_policy else "frames/s"
+    print(f"{'measurement':<{width}}{unit:>14}" + (f"{'min':>14}{'max':>14}"
                                                          if FLAGS.repeats > 1 else ""))
     for name, value in figures.items():
         print(f"{name:<{width}}{value:>14,.0f}" + (spread(name) if FLAGS.repeats > 1 else ""))

@@ -48,3 +48,23 @@ def test_remote_benchmark_compares_actor_processes_with_in_process_collection(tm
         figures["remote_actor_only"] / figures["actor_only"])
     assert ratios["transport us/frame (actor_only)"] == pytest.approx(
         figures["remote_actor_only_cpu_us_per_frame"] - figures["actor_only_cpu_us_per_frame"])
+
+
+@pytest.mark.slow
+def test_off_policy_benchmark_counts_optimizer_steps_and_replay_rates(tmp_path):
+    out = tmp_path / "bench.json"
+    result = subprocess.run(
+        [sys.executable, "tools/benchmark.py", "--gin_file=gin_configs/dqn_cartpole.gin",
+         "--off_policy", "--duration=2", "--warmup=3", "--gin_param=ReplayBuffer.min_size=64",
+         f"--out={out}"], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(out.read_text())
+    figures, ratios = report["frames_per_sec"], report["ratios"]
+    assert set(figures) == {"end_to_end_steps", "learner_only_steps", "insert_env_steps",
+                            "sample_windows"}
+    assert all(value > 0 for value in figures.values()), figures
+    # The replay ratio ties them: 32 windows per env step, 128 windows per optimizer step.
+    assert figures["sample_windows"] / figures["insert_env_steps"] == pytest.approx(32, rel=0.5)
+    assert figures["sample_windows"] / figures["end_to_end_steps"] == pytest.approx(128, rel=0.5)
+    assert ratios["end_to_end/learner_only (optimizer steps)"] == pytest.approx(
+        figures["end_to_end_steps"] / figures["learner_only_steps"])
