@@ -232,7 +232,8 @@ def test_pixel_configs_train_evaluate_export_and_play_on_uint8_frames(tmp_path, 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("config", ["dqn_cartpole", "dqn_minatar", "sac_pendulum", "sac_mujoco",
-                                    "dqn_cartpole_prioritized", "dqn_apex"])
+                                    "dqn_cartpole_prioritized", "dqn_apex",
+                                    "sac_pendulum_prioritized"])
 def test_replay_configs_train_evaluate_export_and_play(tmp_path, config):
     root = tmp_path / config
     result = _cli(f"--gin_file=gin_configs/{config}.gin", f"--root_dir={root}",
@@ -243,7 +244,7 @@ def test_replay_configs_train_evaluate_export_and_play(tmp_path, config):
                   "--gin_param=train.num_eval_episodes=2", "--gin_param=train.seed=1",
                   timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
-    prioritized = config in ("dqn_cartpole_prioritized", "dqn_apex")
+    prioritized = config.endswith("prioritized") or config == "dqn_apex"
     assert ("prioritized replay (alpha 0.6)" if prioritized else "uniform replay at") \
         in result.stderr
     # Reverb's C++ INFO lines (server start and stop, in-process sampler) are held back.
