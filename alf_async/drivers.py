@@ -85,8 +85,9 @@ class AsyncOffPolicyDriver:
     queue i -> env thread i; every `unroll_length` steps env thread i puts a
     `[T, B]` unroll on the learn queue (a `LocalCollection`; with `remote`,
     actor processes send them instead: a `RemoteCollection`). The learn-batch
-    source (`exp_replayer`: `FreshBatches` or `UniformReplayBatches`) turns
-    them into the learn batches that `get_training_exps()` returns.
+    source (`exp_replayer`: `FreshBatches`, `UniformReplayBatches` or
+    `PrioritizedReplayBatches`) turns them into the learn batches that
+    `get_training_exps()` returns, and hears back after each update.
 
     Every reply is stamped with `policy_version`, the number of learner
     updates completed when the policy read its weights.
@@ -103,7 +104,7 @@ class AsyncOffPolicyDriver:
         deterministic: whether the driver runs in the reproducible mode.
         pace: `pacing.Lockstep` in that mode, else `pacing.FreeRunning`.
         collection: the `LocalCollection` or `RemoteCollection`.
-        batches: the `FreshBatches` or `UniformReplayBatches`.
+        batches: its learn-batch source (a `batches.contract.BatchSource`).
         feed: the `LearnFeed` a `LearnerLoop` takes the batches from.
         remote: the `ReverbService` of remote actors, or None.
         stats: `EpisodeStats` of every stream's finished episodes.

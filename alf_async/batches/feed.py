@@ -25,8 +25,7 @@ class LearnFeed:
         Args:
             collector: the `Collector` whose coordinator and learn queue the
                 batches come through.
-            batches: the learn-batch source (`FreshBatches`,
-                `UniformReplayBatches`).
+            batches: the learn-batch source (a `contract.BatchSource`).
             timeout: seconds a batch may take (`learner_queue_timeout`).
             diagnose: `() -> str`, the driver's line on every stage.
             prefetch_allowed: whether batches may be fetched ahead of the
