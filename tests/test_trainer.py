@@ -285,6 +285,35 @@ def test_replay_buffer_is_saved_only_when_asked_and_a_resumed_run_starts_from_it
 
 
 @pytest.mark.slow
+def test_a_resumed_prioritized_run_keeps_its_buffer_and_beta(tmp_path):
+    root = str(tmp_path / "per")
+
+    def run(iterations):
+        result = _cli("--gin_file=gin_configs/dqn_cartpole_prioritized.gin",
+                      f"--root_dir={root}", f"--gin_param=train.num_iterations={iterations}",
+                      "--gin_param=train.num_env_steps=None", "--gin_param=train.seed=1",
+                      "--gin_param=train.summary_interval=1",
+                      "--gin_param=ReplayBuffer.min_size=64",
+                      "--gin_param=ReplayBuffer.save_buffer=True",
+                      "--gin_param=PrioritizedReplayBatches.priority_replay_beta="
+                      "[(0, 0.0), (400, 1.0)]", timeout=300)
+        assert result.returncode == 0, result.stderr[-3000:]
+        return result.stderr
+
+    run(3)
+    before = read_scalars(root)
+    resumed = re.search(r"Resumed the replay buffer from .*: (\d+) segments", run(5))
+    assert resumed and int(resumed.group(1)) >= 64 // 8
+    after = read_scalars(root)
+    beta = dict(after["replay/priority_beta"])
+    env_steps = dict(after["Metrics/EnvironmentSteps"])
+    # Beta follows the learner's env steps across the restart, not a fresh schedule.
+    for iteration in (4, 5):
+        assert beta[iteration] == pytest.approx(min(env_steps[iteration] / 400, 1.0), abs=0.01)
+    assert beta[4] >= dict(before["replay/priority_beta"])[3] > 0
+
+
+@pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_dqn_cartpole_learns_far_beyond_random_play(tmp_path):
     root = str(tmp_path / "dqn")
