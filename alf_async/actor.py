@@ -17,7 +17,7 @@ from absl import app, flags, logging
 # The learner's configurables, `train` among them: its gin files bind them.
 from alf_async import trainer  # noqa: F401  pylint: disable=unused-import
 from alf_async.algorithms import PPOAlgorithm
-from alf_async.config import parse_config
+from alf_async.config import configured, parse_config
 from alf_async.errors import ThreadError
 from alf_async.remote.actor_process import ActorProcess, LearnerGone, StoppedBeforeStart
 from alf_async.signals import SignalStop
@@ -28,16 +28,6 @@ flags.DEFINE_multi_string("gin_file", [], "The learner's gin config file(s).")
 flags.DEFINE_multi_string("gin_param", [], "The learner's gin bindings, applied last.")
 flags.mark_flags_as_required(["server", "task"])
 FLAGS = flags.FLAGS
-
-
-def _configured(name: str, default):
-    """The gin binding of `name`, or `default` where it has none."""
-    import gin  # pylint: disable=import-outside-toplevel
-    try:
-        value = gin.query_parameter(name)
-    except ValueError:
-        return default
-    return getattr(value, "scoped_configurable_fn", value)
 
 
 def main(argv) -> None:
@@ -58,9 +48,8 @@ def _build_actor(should_stop) -> ActorProcess:
     try:
         parse_config(FLAGS.gin_file, FLAGS.gin_param)
         return ActorProcess(FLAGS.server, FLAGS.task,
-                            _configured("alf_async.train.algorithm_class",
-                                        PPOAlgorithm),
-                            seed=_configured("alf_async.train.seed", None),
+                            configured("alf_async.train.algorithm_class", PPOAlgorithm),
+                            seed=configured("alf_async.train.seed", None),
                             should_stop=should_stop)
     except (ValueError, LearnerGone, ImportError) as error:
         logging.error("Actor task %d: %s", FLAGS.task, error)

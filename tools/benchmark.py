@@ -40,6 +40,8 @@ import numpy as np  # pylint: disable=wrong-import-order
 import tensorflow as tf  # pylint: disable=wrong-import-order
 from absl import app, flags  # pylint: disable=wrong-import-order
 
+from alf_async import config
+from alf_async.algorithms import PPOAlgorithm
 from alf_async.environments import create_environment
 from alf_async.environments.subenvs import make_gymnasium_env
 
@@ -256,8 +258,10 @@ def main(argv) -> None:
         print(f"{name:<{width}}{value:>14.2f}")
     if FLAGS.out:
         with open(FLAGS.out, "w") as f:
+            algorithm = config.configured("alf_async.train.algorithm_class", PPOAlgorithm)
             json.dump({"frames_per_sec": figures, "ratios": ratios, "rounds": rounds,
-                       "bindings": gin.config_str()}, f, indent=2)
+                       "algorithm": algorithm.__name__, "bindings": gin.config_str()}, f,
+                      indent=2)
 
 
 if __name__ == "__main__":

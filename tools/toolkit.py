@@ -17,6 +17,7 @@ from absl import flags
 
 # trainer: the configurables the gin files bind (`train` among them).
 from alf_async import assembly, config, trainer  # noqa: F401  pylint: disable=unused-import
+from alf_async.algorithms import PPOAlgorithm
 
 flags.DEFINE_multi_string("gin_file", ["gin_configs/ppo_async.gin"], "Gin config(s).")
 flags.DEFINE_multi_string("gin_param", [], "Extra gin bindings.")
@@ -113,7 +114,8 @@ def with_driver(fn: Callable, serve_port=None):
 
     With `serve_port`, the driver serves remote actors there instead of stepping envs.
     """
-    _, learner, driver, _ = assembly.build(serve_port=serve_port)
+    algorithm_class = config.configured("alf_async.train.algorithm_class", PPOAlgorithm)
+    _, learner, driver, _ = assembly.build(algorithm_class, serve_port=serve_port)
     driver.start()
     try:
         return fn(driver, learner)

@@ -59,6 +59,7 @@ def test_off_policy_benchmark_counts_optimizer_steps_and_replay_rates(tmp_path):
          f"--out={out}"], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(out.read_text())
+    assert report["algorithm"] == "DqnAlgorithm"  # the config's, not the default PPO
     figures, ratios = report["frames_per_sec"], report["ratios"]
     assert set(figures) == {"end_to_end_steps", "learner_only_steps", "insert_env_steps",
                             "sample_windows"}
