@@ -17,6 +17,7 @@ import pytest
 pytest.importorskip("reverb")
 
 from alf_async import assembly, config  # noqa: E402
+import alf_async.trainer  # noqa: E402,F401  registers gin's `train`, which the gin files bind
 from alf_async.errors import LearnerStarvedError  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
