@@ -36,21 +36,25 @@ def _segments(batch):
 
 def test_weights_are_each_segments_importance_weight_on_all_its_windows():
     source = _source()
+    rank = {0: 1.0, 100: 2.0, 1000: 3.0, 1100: 4.0}
     try:
         for k in range(2):
             assert source.replay.insert(counting_unroll(1000 * k), lambda: False)
-        batch = source.next()  # priorities apart, so that the weights differ
-        errors = (_segments(batch)[:, None] + 2.0) * np.ones(T)
+        batch = source.next()  # priorities 1-4 apart (unsampled segments stay at 1)
+        errors = np.array([rank[s] for s in _segments(batch)])[:, None] * np.ones(T)
         source.after_update(batch, {"td_error": errors.reshape(1, -1),
                                     "mask": np.ones((1, errors.size))})
         for _ in range(10):  # batches sampled before the write
             source.next()
-        batch = source.next()
-        items = batch.items
-        assert len(set(items.probability.tolist())) > 1
-        want = (items.table_size * items.probability) ** -0.5  # beta 0.5 at 500 env steps
-        np.testing.assert_allclose(batch.weights.numpy()[:, 0],
-                                   np.repeat(want / want.max(), T), rtol=1e-5)
+        distinct = 0
+        for _ in range(10):
+            batch = source.next()
+            items = batch.items
+            want = (items.table_size * items.probability) ** -0.5  # beta 0.5 at 500 env steps
+            np.testing.assert_allclose(batch.weights.numpy()[:, 0],
+                                       np.repeat(want / want.max(), T), rtol=1e-5)
+            distinct += len(set(items.probability.tolist())) > 1
+        assert distinct  # no segment above 0.4: P(ten batches of one each) < 1e-13
         assert source.summaries()["replay/priority_beta"] == pytest.approx(0.5)
     finally:
         source.close()
