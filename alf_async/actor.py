@@ -20,7 +20,7 @@ from alf_async.algorithms import PPOAlgorithm
 from alf_async.config import configured, parse_config
 from alf_async.errors import ThreadError
 from alf_async.remote.actor_process import ActorProcess, LearnerGone, StoppedBeforeStart
-from alf_async.signals import SignalStop
+from alf_async.signals import SignalStop, exits_fast
 
 flags.DEFINE_string("server", None, "HOST:PORT of the learner's Reverb server.")
 flags.DEFINE_integer("task", None, "This actor process's index, 0 ... max_actors - 1.")
@@ -73,4 +73,5 @@ def _run(actor: ActorProcess, should_stop) -> None:
 
 
 if __name__ == "__main__":
-    app.run(main)
+    with exits_fast():
+        app.run(main)

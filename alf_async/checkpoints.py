@@ -4,11 +4,13 @@ config and, once training is complete, `result.json`.
 Thread-safety: called from the trainer's (main) thread only.
 """
 
+import glob
 import json
 import math
 import os
+import re
 import shutil
-from typing import Optional
+from typing import List, Optional
 
 import gin
 import tensorflow as tf
@@ -51,18 +53,89 @@ def checkpoint_manager(checkpoint: tf.train.Checkpoint, root_dir: str, worker: i
                                       max_to_keep=max_to_keep)
 
 
+def saved_checkpoints(directory: str) -> List[str]:
+    """The checkpoint prefixes (`.../ckpt-N`) in `directory`, newest first.
+
+    Read from the files themselves, not from the `checkpoint` state file,
+    which a kill mid-write may have left behind or torn.
+    """
+    numbered = []
+    for path in glob.glob(os.path.join(directory, "ckpt-*.index")):
+        found = re.fullmatch(r"ckpt-(\d+)\.index", os.path.basename(path))
+        if found and os.path.isfile(path):
+            numbered.append((int(found.group(1)), path[:-len(".index")]))
+    return [prefix for _, prefix in sorted(numbered, reverse=True)]
+
+
+def unreadable(prefix: str) -> Optional[str]:
+    """Why the checkpoint `prefix` cannot be read in full (torn, corrupt), else None."""
+    try:
+        reader = tf.train.load_checkpoint(prefix)
+        for name in reader.get_variable_to_shape_map():
+            reader.get_tensor(name)
+    except (tf.errors.OpError, ValueError) as error:
+        return str(error).strip().splitlines()[0] if str(error).strip() else repr(error)
+    return None
+
+
 def restore(root_dir: str, checkpoint: tf.train.Checkpoint, counters: Counters) -> None:
-    """Resumes from the chief's latest checkpoint, if any (every worker reads it)."""
-    latest = tf.train.latest_checkpoint(os.path.join(root_dir, "checkpoints"))
-    if latest:
-        checkpoint.restore(latest).assert_existing_objects_matched()
-        logging.info("Resumed from %s at iteration %d", latest, int(counters.iteration))
+    """Resumes from the chief's newest readable checkpoint, if any (every worker reads it).
+
+    A checkpoint that cannot be read in full (torn by a kill mid-write,
+    corrupted on disk) is passed over with one warning line, before any
+    variable is touched.
+
+    Raises:
+        ValueError: checkpoints exist but none can be read: the run does not
+            start from scratch silently.
+    """
+    saved = saved_checkpoints(os.path.join(root_dir, "checkpoints"))
+    for prefix in saved:
+        why = unreadable(prefix)
+        if why is not None:
+            logging.warning("Checkpoint %s cannot be read (%s): resuming from an older one",
+                            prefix, why)
+            continue
+        checkpoint.restore(prefix).assert_existing_objects_matched()
+        logging.info("Resumed from %s at iteration %d", prefix, int(counters.iteration))
+        return
+    if saved:
+        raise ValueError(f"none of the {len(saved)} checkpoints in "
+                         f"{os.path.join(root_dir, 'checkpoints')} can be read; move them "
+                         f"away to start this root_dir afresh")
+
+
+class CheckpointWriteError(RuntimeError):
+    """A checkpoint could not be written (disk full, permissions); the previous one
+    is intact."""
+
+
+def save(manager: tf.train.CheckpointManager, counters: Counters) -> str:
+    """Writes a checkpoint numbered by the iteration; returns its prefix.
+
+    TensorFlow writes it under a temporary name and renames it when
+    complete, so a failed write leaves the previous checkpoints as they were.
+
+    Raises:
+        CheckpointWriteError: the write failed (one line: the checkpoint and why).
+    """
+    iteration = int(counters.iteration)
+    try:
+        return manager.save(checkpoint_number=iteration)
+    except (OSError, tf.errors.OpError) as error:
+        why = str(error).strip().splitlines()[0] if str(error).strip() else repr(error)
+        raise CheckpointWriteError(f"the checkpoint of iteration {iteration} could not be "
+                                   f"written to {manager.directory}: {why}") from None
 
 
 def save_and_export(manager: tf.train.CheckpointManager, counters: Counters, algorithm,
                     root_dir: str, worker: int) -> None:
-    """The final checkpoint; the chief exports the policy, other workers drop theirs."""
-    manager.save(checkpoint_number=counters.iteration)
+    """The final checkpoint; the chief exports the policy, other workers drop theirs.
+
+    Raises:
+        CheckpointWriteError: the checkpoint could not be written.
+    """
+    save(manager, counters)
     if worker == 0:
         export_policy(algorithm, root_dir)
     else:

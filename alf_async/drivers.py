@@ -300,6 +300,11 @@ class AsyncOffPolicyDriver:
             raise RuntimeError("run_async() needs a LearnerLoop attached to the driver")
         return self._learner_loop.step()
 
+    def request_stop(self) -> None:
+        """Asks every thread to stop, without waiting: a learn batch awaited now or
+        later raises `DriverStopped`. Safe from any thread but a signal handler."""
+        self._collector.coord.request_stop()
+
     def stop(self) -> None:
         """Stops and joins every thread, then closes the envs and the batch source.
 

@@ -22,6 +22,13 @@ class ThreadError(RuntimeError):
     """An exception raised inside one of the driver's threads (names the thread)."""
 
 
+class DriverStopped(RuntimeError):
+    """The driver was stopped (or asked to stop) while a learn batch was awaited."""
+
+    def __init__(self):
+        super().__init__("AsyncOffPolicyDriver was stopped")
+
+
 class MissingExtraError(ValueError):
     """A setting needs an optional package: the message names our pip extra."""
 

@@ -17,6 +17,8 @@ class EpisodeStats:
 
     An episode's return is the sum of the rewards of its non-FIRST steps and
     its length the number of those steps (CartPole-v1's best is 500 / 500).
+    A FIRST step starts a new count: an episode cut short by a replaced env
+    or a restarted actor process is dropped, never added to the next one.
 
     Thread-safety: `update()` is called by the log thread; the readers may be
     called from any thread.
@@ -43,6 +45,8 @@ class EpisodeStats:
         finished = []
         for r, s in zip(reward, step_type):
             playing = s != ts.StepType.FIRST
+            returns[~playing] = 0.0  # an unfinished episode before it is dropped
+            lengths[~playing] = 0
             returns += np.where(playing, r, 0.0)
             lengths += playing
             last = s == ts.StepType.LAST

@@ -14,7 +14,9 @@ import tensorflow as tf  # pylint: disable=wrong-import-position
 from absl import app, flags, logging  # pylint: disable=wrong-import-position
 
 from alf_async import config, trainer  # pylint: disable=wrong-import-position
+from alf_async.checkpoints import CheckpointWriteError  # pylint: disable=wrong-import-position
 from alf_async.errors import ThreadError  # pylint: disable=wrong-import-position
+from alf_async.signals import exits_fast  # pylint: disable=wrong-import-position
 
 _IMPORTS_SECONDS = time.perf_counter() - _IMPORTS_START
 
@@ -67,10 +69,14 @@ def main(argv) -> None:
     except ThreadError as error:
         logging.error("%s", _first_line(error), exc_info=error.__cause__)
         sys.exit(1)
+    except CheckpointWriteError as error:
+        logging.error("%s", _first_line(error))
+        sys.exit(1)
     except trainer.TrainingInterrupted as interrupted:
         logging.warning("%s", _first_line(interrupted))
         sys.exit(128 + interrupted.signum)
 
 
 if __name__ == "__main__":
-    app.run(main)
+    with exits_fast():
+        app.run(main)

@@ -85,6 +85,7 @@ def train(root_dir: str,
           seed: Optional[int] = None,
           summary_interval: int = 10,
           checkpoint_interval: int = 100,
+          checkpoint_retries: int = 3,
           max_checkpoints: int = 3,
           log_interval_secs: float = 5.0,
           eval_interval: int = 0,
@@ -110,6 +111,9 @@ def train(root_dir: str,
         summary_interval: iterations between summaries (the average return
             against env steps is written every iteration).
         checkpoint_interval: iterations between checkpoints.
+        checkpoint_retries: failed checkpoint writes in a row that training
+            survives (each is one error line, the previous checkpoint stays);
+            one more stops it (0: stop at the first).
         max_checkpoints: checkpoints kept on disk.
         log_interval_secs: seconds between console progress lines.
         eval_interval: iterations between greedy evaluations (0: none).
@@ -144,10 +148,12 @@ def train(root_dir: str,
                   else tf.summary.create_noop_writer())
         progress = Progress(counters, report_return)
         hooks = Hooks(algorithm, learner, driver, loop, counters, manager, progress, HookSettings(
-            summary_interval, checkpoint_interval, eval_interval if worker == 0 else 0,
+            summary_interval, checkpoint_interval, checkpoint_retries,
+            eval_interval if worker == 0 else 0,
             num_eval_episodes, log_interval_secs, num_env_steps, seed))
         timeline.mark("build")
         _start(algorithm, learner, driver)
+        interrupt.call_on_signal(driver.request_stop)  # ends a wait for data at once
         timeline.mark("compile", " (" + ", ".join(
             f"{name} {seconds:.2f} s" for name, seconds in driver.compile_seconds.items()) + ")")
         with writer.as_default():

@@ -13,8 +13,10 @@ from typing import Callable, Optional
 import tensorflow as tf
 from absl import logging
 
+from alf_async import checkpoints
 from alf_async.checkpoints import Counters
 from alf_async.environments import create_environment
+from alf_async.errors import DriverStopped
 from alf_async.evaluation import GreedyPolicy, greedy_actions, run_episodes
 from alf_async.signals import SignalStop
 
@@ -73,8 +75,12 @@ class StopCondition:
         self._counters, self._budget = counters, budget
         self._interrupt, self._all_workers_sum = interrupt, all_workers_sum
 
+    @property
+    def interrupted(self) -> bool:
+        return self._interrupt.signum is not None
+
     def __call__(self, average_return: float) -> bool:
-        here = self._interrupt.signum is not None or self._budget.spent(
+        here = self.interrupted or self._budget.spent(
             int(self._counters.iteration), int(self._counters.env_steps), average_return)
         return self._all_workers_sum(int(here)) > 0
 
@@ -156,6 +162,7 @@ class HookSettings:
 
     summary_interval: int
     checkpoint_interval: int
+    checkpoint_retries: int
     eval_interval: int
     num_eval_episodes: int
     log_interval_secs: float
@@ -238,6 +245,7 @@ class Hooks:
         self._counters, self._manager, self._progress = counters, manager, progress
         self._settings = settings
         self._episodes_before = int(counters.episodes)
+        self._failed_saves = 0  # in a row
         self._timings = {}
         self._console = ConsoleLine()
 
@@ -265,9 +273,27 @@ class Hooks:
         return average_return
 
     def save(self) -> None:
-        """A checkpoint (the counters with this run's seconds), and what the driver keeps."""
+        """A checkpoint (the counters with this run's seconds), and what the driver keeps.
+
+        A write that fails is logged in one line and tried again at the next
+        interval, up to `checkpoint_retries` failures in a row.
+
+        Raises:
+            CheckpointWriteError: one failure more than `checkpoint_retries`.
+        """
         self._progress.sync()
-        self._manager.save(checkpoint_number=self._counters.iteration)
+        try:
+            checkpoints.save(self._manager, self._counters)
+        except checkpoints.CheckpointWriteError as error:
+            self._failed_saves += 1
+            if self._failed_saves > self._settings.checkpoint_retries:
+                raise
+            logging.error("%s; the previous checkpoint stays; retrying in %d iterations "
+                          "(failure %d of train.checkpoint_retries=%d)", error,
+                          self._settings.checkpoint_interval, self._failed_saves,
+                          self._settings.checkpoint_retries)
+            return
+        self._failed_saves = 0
         self._driver.save()
 
     def write_metrics(self) -> dict:
@@ -279,7 +305,12 @@ def iterate(loop, hooks: Hooks, done: StopCondition, timeline: Timeline) -> None
     """Learner iterations until `done`; the compile-heavy first one is marked apart."""
     average_return, first = float("nan"), True
     while not done(average_return):
-        loop.step()
+        try:
+            loop.step()
+        except DriverStopped:
+            if done.interrupted:  # the signal stopped the driver while a batch was awaited
+                return
+            raise
         if first:
             timeline.mark("first iteration")
             first = False

@@ -22,6 +22,16 @@ def test_episode_stats_span_unrolls_and_ignore_first_rewards():
     assert stats.num_env_steps == 10
 
 
+def test_an_episode_cut_short_by_a_restart_is_dropped_not_added_to_the_next():
+    stats = EpisodeStats(num_envs=1, batch_size=1, window=10)
+    # An env (or actor process) dies mid-episode after 3 rewards ...
+    stats.update(np.ones((4, 1), np.float32), np.array([[F], [M], [M], [M]], np.int32), 0)
+    # ... and its replacement plays a whole episode of 2 on the same stream.
+    stats.update(np.ones((3, 1), np.float32), np.array([[F], [M], [L]], np.int32), 0)
+    assert stats.num_episodes == 1
+    assert stats.averages() == (2.0, 2.0)
+
+
 def test_stage_clock_reports_per_iteration_times_busy_share_and_gauges():
     clock = StageClock()
     for depth in (0, 2, 4):

@@ -13,7 +13,7 @@ import pytest
 import tensorflow as tf
 from tensorboard.backend.event_processing import event_accumulator
 
-from alf_async import trainer
+from alf_async import checkpoints, trainer
 from test_assembly import SETTINGS_ERRORS
 from alf_async.environments import CartPoleBatchedEnv
 from alf_async.errors import ThreadError
@@ -28,7 +28,7 @@ REQUIRED_TAGS = {
     "learner/num_replicas", "learner/learning_rate", "learner/entropy_coeff",
     "learner/learn_queue_depth_mean", "learner/learn_queue_depth_min",
     "learner/learn_queue_depth_max", "learner/dropped_unrolls", "learner/skipped_updates",
-    "driver/env_restarts", "driver/env_busy", "driver/actor_busy",
+    "faults/env_restarts", "driver/env_busy", "driver/actor_busy",
 }
 
 
@@ -501,6 +501,74 @@ def test_env_error_stops_training_and_keeps_the_last_checkpoint(tmp_path):
         gin.clear_config()
     assert tf.train.latest_checkpoint(os.path.join(root, "checkpoints")) == saved
     assert not [t for t in threading.enumerate() if t.name.startswith("EnvThread")]
+
+
+def _checkpoint_files(root, number):
+    return [os.path.join(root, "checkpoints", name)
+            for name in os.listdir(os.path.join(root, "checkpoints"))
+            if name.startswith(f"ckpt-{number}.")]
+
+
+def _tear(path):
+    """Cuts the file to half, as a kill or a full disk mid-write would leave it."""
+    size = os.path.getsize(path)
+    with open(path, "r+b") as f:
+        f.truncate(size // 2)
+
+
+def test_a_torn_latest_checkpoint_resumes_from_the_newest_readable_one(tmp_path, caplog):
+    root = str(tmp_path / "run")
+    trainer.train(root, num_iterations=2, num_env_steps=None, checkpoint_interval=1)
+    for path in _checkpoint_files(root, 2):
+        _tear(path)
+    caplog.set_level("INFO", logger="absl")
+    result = trainer.train(root, num_iterations=3, num_env_steps=None, checkpoint_interval=1)
+    warnings = [r.getMessage() for r in caplog.records if "cannot be read" in r.getMessage()]
+    assert len(warnings) == 1 and "ckpt-2 cannot be read" in warnings[0]
+    assert re.search(r"Resumed from .*ckpt-1 at iteration 1$", caplog.text, re.M)
+    assert result["iteration"] == 3
+
+
+def test_no_readable_checkpoint_is_one_error_not_a_silent_fresh_start(tmp_path):
+    root = str(tmp_path / "run")
+    trainer.train(root, num_iterations=1, num_env_steps=None, checkpoint_interval=1)
+    for path in _checkpoint_files(root, 1):
+        _tear(path)
+    with pytest.raises(ValueError, match=r"none of the 1 checkpoints in .* can be read"):
+        trainer.train(root, num_iterations=3, num_env_steps=None)
+
+
+def _block_checkpoint(root, number):
+    """A directory where checkpoint `number`'s index file goes: its write fails."""
+    os.makedirs(os.path.join(root, "checkpoints", f"ckpt-{number}.index"))
+
+
+def test_a_failed_checkpoint_write_is_retried_and_the_previous_one_stays(tmp_path, caplog):
+    root = str(tmp_path / "run")
+    trainer.train(root, num_iterations=1, num_env_steps=None, checkpoint_interval=1)
+    _block_checkpoint(root, 2)
+    result = trainer.train(root, num_iterations=3, num_env_steps=None, checkpoint_interval=1,
+                           checkpoint_retries=1)
+    errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert len(errors) == 1 and errors[0].startswith(
+        "the checkpoint of iteration 2 could not be written to ")
+    assert "(failure 1 of train.checkpoint_retries=1)" in errors[0]
+    assert result["iteration"] == 3
+    assert tf.train.latest_checkpoint(os.path.join(root, "checkpoints")).endswith("ckpt-3")
+    assert checkpoints.unreadable(os.path.join(root, "checkpoints", "ckpt-1")) is None
+
+
+def test_checkpoint_failures_past_the_retries_stop_training_with_one_line(tmp_path):
+    root = str(tmp_path / "run")
+    trainer.train(root, num_iterations=1, num_env_steps=None, checkpoint_interval=1)
+    _block_checkpoint(root, 2)
+    with pytest.raises(checkpoints.CheckpointWriteError,
+                       match="the checkpoint of iteration 2 could not be written"):
+        trainer.train(root, num_iterations=5, num_env_steps=None, checkpoint_interval=1,
+                      checkpoint_retries=0)
+    assert checkpoints.saved_checkpoints(os.path.join(root, "checkpoints"))[0].endswith(
+        "ckpt-1")
+    assert checkpoints.unreadable(os.path.join(root, "checkpoints", "ckpt-1")) is None
 
 
 @pytest.mark.slow

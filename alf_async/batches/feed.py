@@ -2,7 +2,8 @@
 
 from typing import Callable
 
-from alf_async.errors import LearnerStarvedError, StarvationWatchdog, ThreadError
+from alf_async.errors import (DriverStopped, LearnerStarvedError, StarvationWatchdog,
+                              ThreadError)
 from alf_async.experience import LearnBatch
 from alf_async.driver_thread import DriverThread
 
@@ -62,7 +63,7 @@ class LearnFeed:
             RuntimeError: closed (the driver was stopped).
         """
         if self.closed:
-            raise RuntimeError("AsyncOffPolicyDriver was stopped")
+            raise DriverStopped()
         with self._watchdog.guard():
             batch = self._batches.next(updates_ahead)
         if batch is None:

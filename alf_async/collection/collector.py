@@ -7,7 +7,7 @@ from typing import Callable, Optional, Sequence
 import tensorflow as tf
 from tf_agents.metrics import tf_metric
 
-from alf_async.errors import QUEUE_CLOSED, ThreadError, stop_with_error
+from alf_async.errors import QUEUE_CLOSED, DriverStopped, ThreadError, stop_with_error
 from alf_async.metrics import EpisodeStats, StepMetrics
 from alf_async.queues import TFQueues
 from alf_async.driver_thread import DriverThread, to_numpy
@@ -143,7 +143,7 @@ class Collector:
     def raise_stopped(self) -> None:
         """Raises the first thread error, or RuntimeError: stopped."""
         self.coord.raise_requested_exception()
-        raise RuntimeError("AsyncOffPolicyDriver was stopped")
+        raise DriverStopped()
 
     def stop(self, grace_secs: float, error_seen: bool = False) -> None:
         """Stops every thread and joins them (its own that it joins, and the others').

@@ -10,6 +10,7 @@ from tf_agents.specs import tensor_spec
 
 from alf_async.collection.policy_call import PolicyCall
 from alf_async.experience import make_specs
+from alf_async.faults import RestartBudget
 from alf_async.pacing import FreeRunning
 from alf_async.collection.threads import ActorThread, EnvThread
 
@@ -65,7 +66,9 @@ class LocalCollection:
     def __init__(self, env_factory: Callable[[int], object], algorithm,
                  version: tf.Variable, num_envs: int, num_actor_queues: int,
                  actor_queue_cap: int, unroll_length: int,
-                 pace=FreeRunning(), restart_failed_envs: bool = False, first_stream: int = 0):
+                 pace=FreeRunning(), restart_failed_envs: bool = False,
+                 max_env_restarts: int = 10, env_restart_window_secs: float = 600.0,
+                 first_stream: int = 0):
         """
         Args:
             env_factory: `env_id -> batched PyEnvironment` of B sub-envs.
@@ -78,7 +81,13 @@ class LocalCollection:
             pace: `pacing.FreeRunning` or `pacing.Lockstep` (deterministic
                 mode: seeded actors that wait for all of their envs).
             restart_failed_envs: replace an env that raises by a new one from
-                `env_factory` (counted in `env_restarts`) instead of stopping.
+                `env_factory` (counted in `faults/env_restarts`) instead of
+                stopping at the first env error.
+            max_env_restarts: with `restart_failed_envs`, the replacements
+                (all env threads together) allowed within
+                `env_restart_window_secs`; one more env error stops training
+                with that error.
+            env_restart_window_secs: the window of `max_env_restarts`.
             first_stream: the global env id of env 0 (an actor process's
                 task * E), told to the policy with each row.
         """
@@ -91,6 +100,8 @@ class LocalCollection:
         self._seeding = pace.actor_seeding(num_actor_queues)
         self._unroll_length = unroll_length
         self._restart_factory = env_factory if restart_failed_envs else None
+        self._restart_budget = RestartBudget(max_env_restarts, env_restart_window_secs,
+                                             "LocalCollection.max_env_restarts")
         self._initial_state = tf.nest.map_structure(
             lambda t: t.numpy(), tensor_spec.zero_spec_nest(
                 algorithm.policy_state_spec, outer_dims=[self.batch_size]))
@@ -121,7 +132,8 @@ class LocalCollection:
 
         self._envs_threads = [
             EnvThread(f"EnvThread{i}", coord, queues, env, i, self._unroll_length,
-                      self._initial_state, self._restart_factory, **policy(i))
+                      self._initial_state, self._restart_factory, **policy(i),
+                      restart_budget=self._restart_budget)
             for i, env in enumerate(self.envs)]
         self._busy_since = time.perf_counter()
         return [*self._actor_threads, *self._envs_threads]
@@ -135,7 +147,7 @@ class LocalCollection:
         return sum(t.num_restarts for t in self._envs_threads)
 
     def summaries(self) -> dict:
-        return {"driver/env_restarts": self.env_restarts}
+        return {"faults/env_restarts": self.env_restarts}
 
     def busy_fractions(self) -> dict:
         """Share of wall time the env and actor threads worked since the last call.

@@ -54,7 +54,10 @@ class RemoteCollection:
                 f"{self.num_envs} env threads x {self.batch_size} sub-envs")
 
     def summaries(self) -> dict:
-        return {"driver/actors_alive": self.service.actors_alive()}
+        registry = self.service.registry
+        return {"driver/actors_alive": self.service.actors_alive(),
+                "faults/duplicated_unrolls": registry.duplicated,
+                "faults/missing_unrolls": registry.missing}
 
     @staticmethod
     def busy_fractions() -> dict:

@@ -15,6 +15,7 @@ from tf_agents.trajectories import time_step as ts
 
 from alf_async.driver_thread import DriverThread
 from alf_async.experience import ActReply, ActRequest, Experience, LogRecord, Unroll, batched
+from alf_async.faults import RestartBudget
 from alf_async.queues import NestFIFOQueue, TFQueues
 
 
@@ -38,7 +39,8 @@ class EnvThread(DriverThread):
                  env_id: int, unroll_length: int, initial_policy_state,
                  env_factory: Optional[Callable] = None,
                  actor_queue: Optional[NestFIFOQueue] = None,
-                 act_fn: Optional[Callable] = None):
+                 act_fn: Optional[Callable] = None,
+                 restart_budget: Optional[RestartBudget] = None):
         """
         Args:
             env: a batched tf-agents `PyEnvironment` owned by this thread.
@@ -51,6 +53,9 @@ class EnvThread(DriverThread):
             actor_queue: the queue of the actor that serves this env; or
             act_fn: `ActRequest -> ActReply` (`[B, ...]` leaves), the policy
                 call this thread makes itself, inside its compiled unroll.
+            restart_budget: bounds the replacements (shared by the env
+                threads); once spent, an env that raises stops training
+                with its error. None: no bound.
         """
         super().__init__(name, coord, queues.close_all)
         self._queues = queues
@@ -58,6 +63,7 @@ class EnvThread(DriverThread):
             raise ValueError("EnvThread needs exactly one of actor_queue and act_fn")
         self._env = env
         self._env_factory = env_factory
+        self._restart_budget = restart_budget
         self.num_restarts = 0
         self._env_id = np.int32(env_id)
         self._actor_queue = actor_queue
@@ -85,16 +91,34 @@ class EnvThread(DriverThread):
         self._unroll.get_concrete_function(self._time_step_spec, state_spec)
 
     def _step(self) -> None:
-        if self._carry is None:
-            self._carry = (self._env.reset(), self._initial_policy_state)
         try:
+            if self._carry is None:
+                self._carry = (self._reset_env(), self._initial_policy_state)
             self._carry = self._unroll(*self._carry)
         except tf.errors.OpError:
-            if self._env_error is None or self._env_factory is None:
+            if not self._may_restart():
                 raise
             self._restart_env()
             return
         self.num_unrolls += 1
+
+    def _reset_env(self):
+        """The env's first time step; an error in it counts as the env's (an OpError)."""
+        try:
+            return self._env.reset()
+        except Exception as error:  # pylint: disable=broad-except
+            self._env_error = error
+            raise tf.errors.UnknownError(None, None, f"env reset raised {error!r}") from error
+
+    def _may_restart(self) -> bool:
+        """Whether the env that just raised may be replaced (restarts on, budget left)."""
+        if self._env_error is None or self._env_factory is None:
+            return False
+        if self._restart_budget is not None and not self._restart_budget.allow():
+            logging.error("%s: env raised %r with its restart budget spent (%s): stopping",
+                          self.name, self._env_error, self._restart_budget.describe())
+            return False
+        return True
 
     def close_env(self) -> None:
         """Closes the env this thread owns now; call once the thread has ended."""

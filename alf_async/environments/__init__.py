@@ -14,6 +14,7 @@ import gin
 
 from alf_async.environments.cartpole import CartPoleBatchedEnv
 from alf_async.environments.envpool_env import load_envpool_env  # gin: @load_envpool_env
+from alf_async.environments.fault_injection import FaultInjectingEnv
 from alf_async.environments.gymnasium_env import GymnasiumBatchedEnv
 
 _CARTPOLES = ("CartPole-v1", "CartPoleNoVelocity-v1")
@@ -39,7 +40,8 @@ def create_environment(env_name: str = "CartPole-v1",
                        num_parallel_environments: int = 16,
                        env_load_fn: Callable = load_batched_env,
                        seed: Optional[int] = None,
-                       num_workers: int = 0):
+                       num_workers: int = 0,
+                       step_fault_probability: float = 0.0):
     """Creates one batched env of `num_parallel_environments` sub-envs.
 
     Args:
@@ -51,6 +53,9 @@ def create_environment(env_name: str = "CartPole-v1",
         num_workers: W > 0 steps each batched env's sub-envs in W worker
             processes (B / W each; passed to `env_load_fn` as `num_workers`);
             0 steps them in the env thread.
+        step_fault_probability: p > 0 makes each batched step raise an
+            injected fault with probability p (`FaultInjectingEnv`: chaos
+            runs, tests of fault tolerance).
 
     Returns:
         A batched `PyEnvironment`.
@@ -68,4 +73,7 @@ def create_environment(env_name: str = "CartPole-v1",
         raise ValueError(
             f"env_load_fn returned an env with batch_size={env.batch_size}, "
             f"expected num_parallel_environments={num_parallel_environments}")
+    if step_fault_probability:
+        env = FaultInjectingEnv(env, step_fault_probability,
+                                None if seed is None else seed + 1_000_003)
     return env

@@ -229,10 +229,14 @@ class WorkerSubEnvs:
             raise
 
     def close(self) -> None:
-        """Ends the workers (terminating them if one has failed) and waits for them."""
+        """Ends the workers (killing them if one has failed, or dies meanwhile) and
+        waits for them."""
         if not self._failed:
-            self._vector.close()
-            return
+            try:
+                self._vector.close()
+                return
+            except (OSError, EOFError):  # a worker died since the last step
+                self._failed = True
         # A dead worker leaves a call pending that gymnasium's close() would wait on.
         _kill(self._vector.processes)
         for pipe in self._vector.parent_pipes:

@@ -5,11 +5,13 @@ copy of the algorithm, whose variables a `WeightsPuller` keeps close to the
 learner's, and writes every unroll to the learner's Reverb 'unrolls' table.
 """
 
+import random
 import threading
 import time
 from typing import Callable, Optional
 
 import gin
+import numpy as np
 import tensorflow as tf
 from absl import logging
 
@@ -143,6 +145,7 @@ class ActorProcess:
                                    learn_queue_cap=1)
         self._writer = self._client.trajectory_writer(num_keep_alive_refs=1)
         self.unrolls_sent = 0
+        self._incarnation = random.randrange(2**62)  # this process, apart from a restart
 
     def _seeded_envs(self, seed: Optional[int]) -> Callable:
         """`create_environment` with seeds apart from every other task's (and TF seeded)."""
@@ -208,7 +211,9 @@ class ActorProcess:
         unroll = unroll._replace(
             env_id=unroll.env_id + self.task * self.collector.collection.num_envs)
         self._writer.append(tf.nest.map_structure(
-            lambda x: x.numpy(), RemoteUnroll(unroll, tf.constant(self.task, tf.int32))))
+            lambda x: np.asarray(x), RemoteUnroll(
+                unroll, np.int32(self.task), np.int64(self._incarnation),
+                np.int64(self.unrolls_sent))))
         try:
             self._writer.create_item(UNROLLS, 1.0, tf.nest.map_structure(
                 lambda column: column[-1], self._writer.history))

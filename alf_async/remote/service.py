@@ -24,18 +24,24 @@ class RemoteUnroll(NamedTuple):
 
     `unroll.env_id` is global, `task * num_envs + local env thread`, so that
     every env thread of every actor process is one stream; `task` is the
-    actor process's `--task`.
+    actor process's `--task`; `incarnation` (random, int64) tells a restarted
+    process apart, and `sequence` counts its unrolls from 0, so that the
+    learner sees an unroll delivered twice or lost.
     """
     unroll: Unroll
     task: Any
+    incarnation: Any
+    sequence: Any
 
 
 def remote_unroll_spec(unroll_spec: Unroll) -> RemoteUnroll:
-    return RemoteUnroll(unroll_spec, tf.TensorSpec([], tf.int32))
+    return RemoteUnroll(unroll_spec, tf.TensorSpec([], tf.int32),
+                        tf.TensorSpec([], tf.int64), tf.TensorSpec([], tf.int64))
 
 
 class ActorRegistry:
-    """When each actor process last delivered an unroll, and how many it delivered.
+    """When each actor process last delivered an unroll, how many it delivered, and
+    which came twice or not at all (by each process incarnation's sequence numbers).
 
     Thread-safety: `seen()` is called by the reader thread; the readers from any.
     """
@@ -45,11 +51,22 @@ class ActorRegistry:
         self._lock = threading.Lock()
         self._last_seen: Dict[int, float] = {}
         self._unrolls: Dict[int, int] = {}
+        self._sequences: Dict[tuple, int] = {}  # (task, incarnation) -> last sequence
+        self.duplicated = 0  # unrolls delivered again
+        self.missing = 0  # unrolls skipped within one incarnation
 
-    def seen(self, task: int) -> None:
+    def seen(self, task: int, incarnation: int = 0, sequence: int = 0) -> None:
         with self._lock:
             self._last_seen[task] = time.monotonic()
             self._unrolls[task] = self._unrolls.get(task, 0) + 1
+            last = self._sequences.get((task, incarnation), -1)
+            if sequence <= last:
+                self.duplicated += 1
+                logging.warning("Actor task %d delivered unroll %d again (after %d)", task,
+                                sequence, last)
+                return
+            self.missing += sequence - last - 1
+            self._sequences[task, incarnation] = sequence
 
     def alive(self) -> int:
         """Actor processes that delivered an unroll within the timeout."""
@@ -100,7 +117,7 @@ class UnrollReaderThread(DriverThread):
         except (StopIteration, tf.errors.OutOfRangeError):  # no unroll within the poll
             self._samples = None
             return
-        self._registry.seen(int(item.task))
+        self._registry.seen(int(item.task), int(item.incarnation), int(item.sequence))
         unroll = item.unroll
         self._queues.learn_queue.enqueue(unroll)
         time_step = unroll.experience.time_step

@@ -4,9 +4,11 @@ import threading
 import time
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from alf_async.drivers import AsyncOffPolicyDriver
+from alf_async.errors import ThreadError
 from fakes import CountingEnv, CountingPolicy, gin_bound, learning_driver, timed_stop
 
 B = 3
@@ -30,12 +32,64 @@ def test_restart_failed_envs_replaces_the_env_and_training_goes_on():
             counts = batch.experience.time_step.observation.numpy()[..., 2]
             # No unroll spans a restart: counts stay consecutive.
             np.testing.assert_array_equal(np.diff(counts, axis=1), 1)
-        restarts = driver.summaries()["driver/env_restarts"]
+        restarts = driver.summaries()["faults/env_restarts"]
         assert restarts >= 1
     finally:
         timed_stop(driver)
-    assert len(made) == 2 + driver.summaries()["driver/env_restarts"]
+    assert len(made) == 2 + driver.summaries()["faults/env_restarts"]
     assert all(env.closed for env in made)
+
+
+class _ResetFailingEnv(CountingEnv):
+    """Fails in its first reset, as an env whose worker just died does."""
+
+    def _reset(self):
+        raise RuntimeError("worker died before the reset")
+
+
+def test_an_env_failing_in_its_reset_is_replaced_too():
+    made = []
+
+    def factory(i):  # env 1: fails at step 7, its replacement at its reset, then fine
+        kinds = [lambda: CountingEnv(i, B, fail_at=7), lambda: _ResetFailingEnv(i, B)]
+        ones = len([env for env in made if env._env_id == 1])  # pylint: disable=protected-access
+        made.append(kinds[ones]() if i == 1 and ones < 2 else CountingEnv(i, B))
+        return made[-1]
+
+    with gin_bound({"LocalCollection.restart_failed_envs": True}):
+        driver = AsyncOffPolicyDriver(factory, CountingPolicy(CountingEnv(0, B)), None,
+                                      num_envs=2, actor_queue_cap=1, unroll_length=4,
+                                      learn_queue_cap=2)
+    driver.start()
+    try:
+        for _ in range(10):
+            driver.get_training_exps()
+        assert driver.summaries()["faults/env_restarts"] == 2
+    finally:
+        timed_stop(driver)
+
+
+def test_an_env_failing_past_its_restart_budget_stops_training_with_its_error():
+    made = []
+
+    def factory(i):  # env 1 fails at its 7th step, every time it is rebuilt
+        made.append(CountingEnv(i, B, fail_at=7 if i == 1 else None))
+        return made[-1]
+
+    with gin_bound({"LocalCollection.restart_failed_envs": True,
+                    "LocalCollection.max_env_restarts": 2}):
+        driver = AsyncOffPolicyDriver(factory, CountingPolicy(CountingEnv(0, B)), None,
+                                      num_envs=2, actor_queue_cap=1, unroll_length=4,
+                                      learn_queue_cap=2)
+    driver.start()
+    try:
+        with pytest.raises(ThreadError, match="EnvThread1 failed: .*broke at step 7"):
+            for _ in range(200):  # bounded: env 1 fails every 2 of its unrolls
+                driver.get_training_exps()
+    finally:
+        timed_stop(driver)
+    assert driver.summaries()["faults/env_restarts"] == 2
+    assert len([env for env in made if env._env_id == 1]) == 3  # pylint: disable=protected-access
 
 
 def test_actors_read_the_weights_when_requests_arrive_not_when_they_start_waiting():

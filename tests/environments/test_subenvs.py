@@ -29,8 +29,11 @@ def _alive(pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    with open(f"/proc/{pid}/stat") as stat:  # a zombie is dead too
-        return stat.read().split(")")[-1].split()[0] != "Z"
+    try:
+        with open(f"/proc/{pid}/stat") as stat:  # a zombie is dead too
+            return stat.read().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
 
 
 @pytest.mark.parametrize("env_name", ["Pendulum-v1", "CartPole-v1"])
@@ -67,6 +70,18 @@ def test_a_killed_worker_is_an_error_naming_it_and_close_reaps_the_rest():
     assert not any(_alive(pid) for pid in pids)
 
 
+def test_closing_an_env_whose_worker_died_unseen_reaps_the_rest_without_an_error():
+    env = GymnasiumBatchedEnv("CartPole-v1", 4, seed=0, num_workers=2)
+    env.reset()
+    pids = env.worker_pids
+    os.kill(pids[0], signal.SIGKILL)  # dies between steps: no call saw it
+    deadline = time.monotonic() + 10
+    while _alive(pids[0]) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    env.close()
+    assert not any(_alive(pid) for pid in pids)
+
+
 def test_num_workers_must_divide_the_sub_envs():
     with pytest.raises(ValueError, match="create_environment.num_workers=3"):
         GymnasiumBatchedEnv("CartPole-v1", 4, num_workers=3)
@@ -95,7 +110,7 @@ def test_driver_with_a_killed_worker_stops_naming_the_env_thread_or_restarts_it(
         if restart:
             for _ in range(5):
                 driver.get_training_exps()
-            assert driver.summaries()["driver/env_restarts"] == 1
+            assert driver.summaries()["faults/env_restarts"] == 1
         else:
             with pytest.raises(ThreadError, match=r"EnvThread0 failed: .*exited with code -9"):
                 for _ in range(50):
@@ -159,6 +174,36 @@ def test_a_dropped_worker_env_takes_its_workers_with_it():
     del env  # never closed: the workers are killed, not waited on forever
     gc.collect()
     assert not any(_alive(pid) for pid in pids)
+
+
+OWNER = """
+import sys, time
+from alf_async.environments import GymnasiumBatchedEnv
+env = GymnasiumBatchedEnv("CartPole-v1", 4, seed=0, num_workers=2)
+env.reset()
+print(*env.worker_pids, flush=True)
+time.sleep(120)
+"""
+
+
+def test_workers_die_with_an_owner_killed_by_sigkill():
+    owner = subprocess.Popen([sys.executable, "-c", OWNER], stdout=subprocess.PIPE, text=True)
+    pids = []
+    try:
+        pids = [int(pid) for pid in owner.stdout.readline().split()]  # bounded by the
+        assert len(pids) == 2 and all(_alive(pid) for pid in pids)   # test's timeout
+        owner.kill()
+        owner.wait(timeout=10)
+        deadline = time.monotonic() + 10
+        while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not any(_alive(pid) for pid in pids), "env workers outlived their owner"
+    finally:
+        owner.kill()
+        owner.wait(timeout=10)
+        for pid in pids:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
 
 
 def test_evaluation_plays_in_process_whatever_num_workers_says(tmp_path, monkeypatch):

@@ -1,0 +1,112 @@
+"""One supervised command: a learner and K actor processes on this host, kept alive.
+
+    python -m alf_async.launch --gin_file=gin_configs/ppo_remote.gin --root_dir=runs/x \\
+        --actors=2
+
+The learner (`python -m alf_async.train --serve_port=PORT`, its output on this
+console) serves a free port; actor task i (`python -m alf_async.actor
+--server=127.0.0.1:PORT --task=i`, its output in `ROOT_DIR/logs/actor_<i>.log`)
+connects to it. A process that exits abnormally is restarted with backoff
+within `--max_restarts` per `--restart_window_secs`; a restarted learner
+resumes from its latest checkpoint and the actors, which wait for it as long
+as the launch runs, rejoin it. Ctrl-C or SIGTERM stops everything within 5 s,
+the learner checkpointing first.
+
+Exit status: the learner's when it finishes (0), 1 when a process's restart
+budget ran out, 2 for a bad setting (here or in a process), 128 + the signal
+when stopped by one. See docs/reliability.md.
+"""
+
+import os
+import socket
+import sys
+from typing import List, Sequence
+
+from absl import app, flags, logging
+
+from alf_async.config import check_gin_files, check_writable
+from alf_async.signals import SignalStop
+from alf_async.supervisor import ChildSpec, RestartPolicy, Supervisor
+
+flags.DEFINE_string("root_dir", None, "The learner's run directory (as for alf_async.train).")
+flags.DEFINE_multi_string("gin_file", [], "Gin config file(s), for the learner and the actors.")
+flags.DEFINE_multi_string("gin_param", [], "Gin bindings, applied last, in every process.")
+flags.DEFINE_integer("actors", 2, "K, the actor processes to run (tasks 0 ... K - 1).")
+flags.DEFINE_integer("port", 0, "The learner's Reverb port on 127.0.0.1 (0: a free one).")
+flags.DEFINE_integer("max_restarts", 5, "Restarts allowed to each process within "
+                     "--restart_window_secs; one more and the launch stops (exit status 1).")
+flags.DEFINE_float("restart_window_secs", 600.0, "The window of --max_restarts, in seconds.")
+flags.DEFINE_integer("tf_threads", 0, "The learner's --tf_threads.")
+flags.mark_flag_as_required("root_dir")
+FLAGS = flags.FLAGS
+
+# Under the launch an actor waits for its learner as long as the launch runs: the
+# launch, not the actor, decides when training is over.
+_ACTOR_WAITS = ["ActorProcess.server_timeout_secs=1e9", "ActorProcess.connect_timeout_secs=1e9"]
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _gin_args(gin_files: Sequence[str], gin_params: Sequence[str]) -> List[str]:
+    return ([f"--gin_file={path}" for path in gin_files]
+            + [f"--gin_param={param}" for param in gin_params])
+
+
+def child_specs(root_dir: str, gin_files: Sequence[str], gin_params: Sequence[str],
+                actors: int, port: int, tf_threads: int = 0) -> List[ChildSpec]:
+    """The learner (primary) and `actors` actor processes serving/using `port`."""
+    python = [sys.executable, "-m"]
+    learner = ChildSpec("learner", python + [
+        "alf_async.train", f"--root_dir={root_dir}", f"--serve_port={port}",
+        f"--tf_threads={tf_threads}", *_gin_args(gin_files, gin_params)], primary=True)
+    logs = os.path.join(root_dir, "logs")
+    os.makedirs(logs, exist_ok=True)
+    return [learner] + [
+        ChildSpec(f"actor {task}", python + [
+            "alf_async.actor", f"--server=127.0.0.1:{port}", f"--task={task}",
+            *_gin_args(gin_files, list(gin_params) + _ACTOR_WAITS)],
+            log_path=os.path.join(logs, f"actor_{task}.log"))
+        for task in range(actors)]
+
+
+def _check_flags() -> RestartPolicy:
+    """The restart policy of the flags; exits 2 with one line for a bad flag."""
+    try:
+        if FLAGS.actors < 1:
+            raise ValueError(f"--actors must be >= 1, got {FLAGS.actors}")
+        if not 0 <= FLAGS.port < 65536:
+            raise ValueError(f"--port must be in [0, 65535], got {FLAGS.port}")
+        check_gin_files(FLAGS.gin_file)
+        return RestartPolicy(max_restarts=FLAGS.max_restarts,
+                             window_secs=FLAGS.restart_window_secs)
+    except ValueError as error:
+        logging.error("Bad setting: %s", error)
+        sys.exit(2)
+
+
+def main(argv) -> None:
+    del argv
+    policy = _check_flags()
+    try:
+        root_dir = check_writable(FLAGS.root_dir)
+    except ValueError as error:
+        logging.error("Bad setting: %s", error)
+        sys.exit(2)
+    port = FLAGS.port or free_port()
+    specs = child_specs(root_dir, FLAGS.gin_file, FLAGS.gin_param, FLAGS.actors, port,
+                        FLAGS.tf_threads)
+    logging.info("launch: a learner on 127.0.0.1:%d and %d actor process(es); actor logs "
+                 "in %s", port, FLAGS.actors, os.path.join(root_dir, "logs"))
+    with SignalStop("stopping every process") as interrupt:
+        status = Supervisor(specs, policy).run(lambda: interrupt.signum)
+    logging.info("launch: exit status %d", status)
+    sys.exit(status)
+
+
+if __name__ == "__main__":
+    app.run(main)

@@ -1,0 +1,40 @@
+"""A stand-in for a supervised process: `python tests/fake_child.py LEDGER MODE [ARG]`.
+
+Appends `start <pid>` to the file LEDGER when it starts, then:
+- `exit N`: exits with status N;
+- `serve`: waits for SIGTERM, appends `term <pid>` and exits 0;
+- `stubborn`: ignores SIGTERM and waits (only SIGKILL ends it);
+- `parent`: starts a `serve` grandchild (appending `child <pid>`) and waits.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+
+def _note(ledger: str, line: str) -> None:
+    with open(ledger, "a") as out:
+        out.write(line + "\n")
+
+
+def main(ledger: str, mode: str, arg: str = "0") -> None:
+    _note(ledger, f"start {os.getpid()}")
+    if mode == "exit":
+        sys.exit(int(arg))
+    if mode == "serve":
+        signal.signal(signal.SIGTERM, lambda *_: (_note(ledger, f"term {os.getpid()}"),
+                                                  sys.exit(0)))
+    elif mode == "stubborn":
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    elif mode == "parent":
+        grandchild = subprocess.Popen([sys.executable, __file__, ledger, "serve"])
+        _note(ledger, f"child {grandchild.pid}")
+    deadline = time.monotonic() + 120  # never outlives a test by long
+    while time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:])

@@ -1,0 +1,136 @@
+"""`python -m alf_async.launch`: bad flags, and a supervised learner with two actors.
+
+Every process is waited for with a bound; the launch and every process of
+its children's sessions are killed by PID in a `finally`.
+"""
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+GIN = "gin_configs/ppo_remote.gin"
+
+
+def _launch(tmp_path, *flags, log="launch.log"):
+    out = open(tmp_path / log, "w")
+    proc = subprocess.Popen([sys.executable, "-m", "alf_async.launch", *flags], cwd=ROOT,
+                            stdout=out, stderr=subprocess.STDOUT)
+    out.close()
+    return proc
+
+
+def _processes():
+    """{pid: (ppid, session id)} of every live, non-zombie process."""
+    table = {}
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except (FileNotFoundError, ProcessLookupError, NotADirectoryError, PermissionError):
+            continue
+        if fields[0] != "Z":
+            table[int(entry)] = (int(fields[1]), int(fields[3]))
+    return table
+
+
+def _sessions_of_children(pid):
+    return {sid for ppid, sid in _processes().values() if ppid == pid}
+
+
+def _left_in(sessions):
+    return [pid for pid, (_, sid) in _processes().items() if sid in sessions]
+
+
+def _kill(proc, sessions):
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait(timeout=10)
+    for pid in _left_in(sessions):
+        os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.parametrize("flags, line", [
+    (["--actors=0"], "Bad setting: --actors must be >= 1, got 0"),
+    (["--gin_file=gin_configs/ppo_remot.gin"],
+     "Bad setting: --gin_file=gin_configs/ppo_remot.gin does not exist"),
+    (["--max_restarts=-1"], "Bad setting: --max_restarts must be >= 0, got -1"),
+    (["--port=70000"], "Bad setting: --port must be in [0, 65535], got 70000")])
+def test_bad_flags_exit_2_with_one_line_naming_the_flag(tmp_path, flags, line):
+    proc = _launch(tmp_path, f"--root_dir={tmp_path / 'run'}", f"--gin_file={GIN}", *flags)
+    assert proc.wait(timeout=60) == 2
+    errors = [l for l in open(tmp_path / "launch.log") if l.startswith("E")]
+    assert len(errors) == 1 and errors[0].rstrip().endswith(line), errors
+
+
+def _wait_for_line(path, pattern, proc, timeout):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = re.search(pattern, open(path).read())
+        if found:
+            return found
+        assert proc.poll() is None, open(path).read()[-3000:]
+        time.sleep(0.2)
+    raise AssertionError(f"no {pattern!r} within {timeout} s: {open(path).read()[-3000:]}")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_a_killed_learner_is_restarted_resumes_and_the_run_reaches_475(tmp_path):
+    root = tmp_path / "run"
+    proc = _launch(tmp_path, f"--root_dir={root}", f"--gin_file={GIN}", "--actors=2",
+                   "--gin_param=train.checkpoint_interval=10",
+                   "--gin_param=train.num_env_steps=500000")
+    sessions = set()
+    try:
+        _wait_for_line(tmp_path / "launch.log", r"iteration \d+ \| env steps", proc, 240)
+        deadline = time.monotonic() + 120
+        while not os.path.exists(root / "checkpoints" / "checkpoint"):
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(0.2)
+        sessions = _sessions_of_children(proc.pid)
+        assert len(sessions) == 3  # the learner's and two actors'
+        learner_pid = [pid for pid, (ppid, sid) in _processes().items()
+                       if ppid == proc.pid and "alf_async.train" in
+                       open(f"/proc/{pid}/cmdline").read()]
+        os.kill(learner_pid[0], signal.SIGKILL)
+        assert proc.wait(timeout=500) == 0, open(tmp_path / "launch.log").read()[-3000:]
+        log = open(tmp_path / "launch.log").read()
+        assert "launch: learner exited with signal SIGKILL; restart 1 in" in log
+        assert re.search(r"Resumed from .*ckpt-\d+ at iteration [1-9]", log)
+        assert "launch: learner finished; stopping the others" in log
+        result = json.load(open(root / "result.json"))
+        assert result["average_return"] >= 475.0
+        assert not _left_in(sessions), "processes outlived the launch"
+    finally:
+        _kill(proc, sessions)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_sigterm_stops_everything_within_5_s_after_a_learner_checkpoint(tmp_path):
+    root = tmp_path / "run"
+    proc = _launch(tmp_path, f"--root_dir={root}", f"--gin_file={GIN}", "--actors=2",
+                   "--gin_param=train.num_env_steps=100000000")
+    sessions = set()
+    try:
+        _wait_for_line(tmp_path / "launch.log", r"iteration \d+ \| env steps", proc, 240)
+        sessions = _sessions_of_children(proc.pid)
+        assert len(sessions) == 3
+        start = time.monotonic()
+        os.kill(proc.pid, signal.SIGTERM)
+        assert proc.wait(timeout=30) == 128 + signal.SIGTERM
+        assert time.monotonic() - start <= 5.0
+        assert not _left_in(sessions), "processes outlived the launch"
+        log = open(tmp_path / "launch.log").read()
+        saved = re.search(r"Interrupted by SIGTERM at iteration (\d+); checkpoint saved", log)
+        assert saved, log[-3000:]
+        assert os.path.exists(root / "checkpoints" / f"ckpt-{saved.group(1)}.index")
+    finally:
+        _kill(proc, sessions)
