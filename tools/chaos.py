@@ -41,22 +41,29 @@ KINDS = ("env_exception", "env_worker_kill", "actor_kill", "learner_kill", "lear
          "checkpoint_write")
 OUTSIDE = KINDS[1:]  # injected by this tool; env_exception is drawn in the envs
 
-flags.DEFINE_multi_string("gin_file", ["gin_configs/ppo_chaos.gin"], "The run's gin files.")
-flags.DEFINE_multi_string("gin_param", [], "The run's gin bindings.")
-flags.DEFINE_string("root_dir", None, "The run's root_dir.")
-flags.DEFINE_integer("actors", 2, "K, actor processes.")
-flags.DEFINE_integer("seed", 0, "Seeds the schedule and the run (train.seed).")
-flags.DEFINE_string("faults", ",".join(KINDS), "Comma-separated fault kinds, or 'none'.")
-flags.DEFINE_float("env_fault_p", 0.0005, "env_exception's probability per env step.")
-flags.DEFINE_float("mean_interval_secs", 15.0, "Mean seconds between injected faults.")
-flags.DEFINE_integer("rounds", 0, "Rounds of faults (each kind once per round); 0: until "
-                     "the run ends.")
-flags.DEFINE_float("timeout_secs", 1800.0, "The run is stopped (and fails) after this.")
-flags.DEFINE_integer("max_restarts", 100, "The launch's --max_restarts (per process).")
-flags.DEFINE_float("target", 475.0, "The average return the run must reach.")
-flags.DEFINE_string("ledger", None, "Where to write the ledger (ROOT_DIR/ledger.json).")
-flags.mark_flag_as_required("root_dir")
 FLAGS = flags.FLAGS
+
+
+def _define_flags() -> None:
+    """The command's flags (defined when run, not when imported: the tests import it
+    next to other tools that define --gin_file too)."""
+    flags.DEFINE_multi_string("gin_file", ["gin_configs/ppo_chaos.gin"],
+                              "The run's gin files.")
+    flags.DEFINE_multi_string("gin_param", [], "The run's gin bindings.")
+    flags.DEFINE_string("root_dir", None, "The run's root_dir.")
+    flags.DEFINE_integer("actors", 2, "K, actor processes.")
+    flags.DEFINE_integer("seed", 0, "Seeds the schedule and the run (train.seed).")
+    flags.DEFINE_string("faults", ",".join(KINDS), "Comma-separated fault kinds, or 'none'.")
+    flags.DEFINE_float("env_fault_p", 0.0005, "env_exception's probability per env step.")
+    flags.DEFINE_float("mean_interval_secs", 15.0, "Mean seconds between injected faults.")
+    flags.DEFINE_integer("rounds", 0, "Rounds of faults (each kind once per round); 0: until "
+                         "the run ends.")
+    flags.DEFINE_float("timeout_secs", 1800.0, "The run is stopped (and fails) after this.")
+    flags.DEFINE_integer("max_restarts", 100, "The launch's --max_restarts (per process).")
+    flags.DEFINE_float("target", 475.0, "The average return the run must reach.")
+    flags.DEFINE_string("ledger", None, "Where to write the ledger (ROOT_DIR/ledger.json).")
+    flags.mark_flag_as_required("root_dir")
+
 
 _STOP_BOUND_SECS = 5.0  # a stop that takes longer is a hang
 
@@ -459,4 +466,5 @@ def main(argv) -> None:
 
 
 if __name__ == "__main__":
+    _define_flags()
     app.run(main)
