@@ -86,7 +86,8 @@ def test_a_killed_learner_is_restarted_resumes_and_the_run_reaches_475(tmp_path)
     root = tmp_path / "run"
     proc = _launch(tmp_path, f"--root_dir={root}", f"--gin_file={GIN}", "--actors=2",
                    "--gin_param=train.checkpoint_interval=10",
-                   "--gin_param=train.num_env_steps=500000")
+                   "--gin_param=train.stop_at_return=475.0",
+                   "--gin_param=train.num_env_steps=3000000")
     sessions = set()
     try:
         _wait_for_line(tmp_path / "launch.log", r"iteration \d+ \| env steps", proc, 240)
