@@ -72,6 +72,11 @@ def _run(actor: ActorProcess, should_stop) -> None:
         sys.exit(2)
 
 
-if __name__ == "__main__":
+def run() -> None:
+    """Runs the actor the command line describes (also a promoted `alf_async.spare`'s entry)."""
     with exits_fast():
         app.run(main)
+
+
+if __name__ == "__main__":
+    run()

@@ -12,7 +12,7 @@ from alf_async.batches import (FreshBatches, LearnFeed, PrioritizedReplayBatches
 from alf_async.batches.contract import check_batch_source
 from alf_async.collection import Collector, LocalCollection, RemoteCollection
 from alf_async.collection.contract import check_collection
-from alf_async.experience import LearnBatch
+from alf_async.experience import LearnBatch, zeros_learn_batch
 from alf_async.pacing import FreeRunning, Lockstep
 
 
@@ -212,6 +212,11 @@ class AsyncOffPolicyDriver:
             return UniformReplayBatches(spec, algorithm, should_stop, replay_dir)
         return PrioritizedReplayBatches(spec, algorithm, should_stop,
                                         lambda: int(self._env_steps), replay_dir)
+
+    def example_batch(self) -> LearnBatch:
+        """A learn batch of zeros shaped as `get_training_exps()`'s (`Learner.trace`)."""
+        return zeros_learn_batch(self._collector.queues.learn_queue.spec,
+                                 self.learn_batch_shape, self.batches.weighted)
 
     @property
     def learn_batch_shape(self):

@@ -92,6 +92,29 @@ class LearnBatch(NamedTuple):
     items: Any = None
 
 
+def zeros_learn_batch(unroll_spec: Unroll, shape, weighted: bool = False) -> LearnBatch:
+    """A learn batch of zeros shaped as a batch source makes them from `unroll_spec`'s
+    unrolls (experience leaves `[T, B, ...]`, bootstrap `[B, ...]`).
+
+    Args:
+        unroll_spec: the learn queue's `Unroll` of `tf.TensorSpec`s.
+        shape: `(Q', T', B')`, the source's `shape()`.
+        weighted: with float32 importance weights `[Q', B']`.
+
+    Returns:
+        A `LearnBatch`: experience `[Q', T', B', ...]`, bootstrap
+        `[Q', B', ...]`, env_ids `[Q']`; what `Learner.trace` compiles the
+        update on before any data has arrived.
+    """
+    q, t, b = shape
+    experience = tf.nest.map_structure(lambda s: tf.zeros([q, t, b, *s.shape[2:]], s.dtype),
+                                       unroll_spec.experience)
+    bootstrap = tf.nest.map_structure(lambda s: tf.zeros([q, b, *s.shape[1:]], s.dtype),
+                                      unroll_spec.bootstrap)
+    return LearnBatch(experience, bootstrap, tf.zeros([q], unroll_spec.env_id.dtype), q * t * b,
+                      weights=tf.zeros([q, b], tf.float32) if weighted else None)
+
+
 def unroll_trajectory(unroll: Unroll) -> trajectory.Trajectory:
     """The T transitions of an unroll as a tf-agents `Trajectory`, leaves `[B, T, ...]`.
 

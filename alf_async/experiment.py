@@ -30,6 +30,10 @@ flags.DEFINE_multi_string("gin_file", [], "run: gin config file(s) every seed tr
 flags.DEFINE_multi_string("gin_param", [], "run: gin bindings every seed shares.")
 flags.DEFINE_multi_string("grid", [], "run: 'BINDING=[V1, V2, ...]': one cell per value; "
                           "several grids make their cartesian product.")
+flags.DEFINE_enum("runner", "train", ["train", "chaos"], "run: what trains each seed: "
+                  "alf_async.train, or alf_async.chaos (the supervised launch with faults "
+                  "injected; its flags as --gin_param or --grid bindings that start with "
+                  "'--', e.g. --grid='--faults=[none, all]').")
 flags.DEFINE_string("seeds", "1-3", "run: seeds, a range or a list ('1-5', '1,3,7').")
 flags.DEFINE_integer("parallel", 1, "run: training processes at once.")
 flags.DEFINE_integer("tf_threads", 0, "run: each process's --tf_threads (0: its share of the "
@@ -62,7 +66,8 @@ def run_command() -> int:
         check_gin_files(FLAGS.gin_file)
         seeds = cells.parse_seeds(FLAGS.seeds)
         experiment = cells.make_cells([os.path.abspath(f) for f in FLAGS.gin_file],
-                                      FLAGS.gin_param, FLAGS.grid, FLAGS.target)
+                                      FLAGS.gin_param, FLAGS.grid, FLAGS.target,
+                                      FLAGS.runner)
         runs = launcher.seed_runs(experiment, seeds, os.path.abspath(FLAGS.out))
         with open(os.path.join(FLAGS.out, COMMAND_FILE), "w") as f:
             f.write(shlex.join(["python", "-m", "alf_async.experiment", *sys.argv[1:]]) + "\n")

@@ -9,8 +9,11 @@ console) serves a free port; actor task i (`python -m alf_async.actor
 connects to it. A process that exits abnormally is restarted with backoff
 within `--max_restarts` per `--restart_window_secs`; a restarted learner
 resumes from its latest checkpoint and the actors, which wait for it as long
-as the launch runs, rejoin it. Ctrl-C or SIGTERM stops everything within 5 s,
-the learner checkpointing first.
+as the launch runs, rejoin it. With `--warm_spares` each process has a
+spare beside it that imports everything at idle priority and waits
+(`alf_async.spare`); its next restart is that spare's promotion, seconds
+sooner than a cold start. Ctrl-C or SIGTERM stops everything within 5 s, the
+learner checkpointing first.
 
 Exit status: the learner's when it finishes (0), 1 when a process's restart
 budget ran out, 2 for a bad setting (here or in a process), 128 + the signal
@@ -26,6 +29,7 @@ from absl import app, flags, logging
 
 from alf_async.config import check_gin_files, check_writable
 from alf_async.signals import SignalStop
+from alf_async.spare import can_wait_idle
 from alf_async.supervisor import ChildSpec, RestartPolicy, Supervisor
 
 flags.DEFINE_string("root_dir", None, "The learner's run directory (as for alf_async.train).")
@@ -37,6 +41,8 @@ flags.DEFINE_integer("max_restarts", 5, "Restarts allowed to each process within
                      "--restart_window_secs; one more and the launch stops (exit status 1).")
 flags.DEFINE_float("restart_window_secs", 600.0, "The window of --max_restarts, in seconds.")
 flags.DEFINE_integer("tf_threads", 0, "The learner's --tf_threads.")
+flags.DEFINE_bool("warm_spares", True, "Keep a warm spare of every process (imports done, "
+                  "idle priority) that a restart promotes instead of starting cold.")
 flags.mark_flag_as_required("root_dir")
 FLAGS = flags.FLAGS
 
@@ -57,19 +63,26 @@ def _gin_args(gin_files: Sequence[str], gin_params: Sequence[str]) -> List[str]:
             + [f"--gin_param={param}" for param in gin_params])
 
 
+def _module_spec(name: str, module: str, args: List[str], warm_spare: bool,
+                 **kwargs) -> ChildSpec:
+    """`python -m module args`, with its `alf_async.spare` command if `warm_spare`."""
+    spare = [sys.executable, "-m", "alf_async.spare", module, *args] if warm_spare else None
+    return ChildSpec(name, [sys.executable, "-m", module, *args], spare_argv=spare, **kwargs)
+
+
 def child_specs(root_dir: str, gin_files: Sequence[str], gin_params: Sequence[str],
-                actors: int, port: int, tf_threads: int = 0) -> List[ChildSpec]:
+                actors: int, port: int, tf_threads: int = 0,
+                warm_spares: bool = False) -> List[ChildSpec]:
     """The learner (primary) and `actors` actor processes serving/using `port`."""
-    python = [sys.executable, "-m"]
-    learner = ChildSpec("learner", python + [
-        "alf_async.train", f"--root_dir={root_dir}", f"--serve_port={port}",
-        f"--tf_threads={tf_threads}", *_gin_args(gin_files, gin_params)], primary=True)
+    learner = _module_spec("learner", "alf_async.train", [
+        f"--root_dir={root_dir}", f"--serve_port={port}", f"--tf_threads={tf_threads}",
+        *_gin_args(gin_files, gin_params)], warm_spares, primary=True)
     logs = os.path.join(root_dir, "logs")
     os.makedirs(logs, exist_ok=True)
     return [learner] + [
-        ChildSpec(f"actor {task}", python + [
-            "alf_async.actor", f"--server=127.0.0.1:{port}", f"--task={task}",
-            *_gin_args(gin_files, list(gin_params) + _ACTOR_WAITS)],
+        _module_spec(f"actor {task}", "alf_async.actor", [
+            f"--server=127.0.0.1:{port}", f"--task={task}",
+            *_gin_args(gin_files, list(gin_params) + _ACTOR_WAITS)], warm_spares,
             log_path=os.path.join(logs, f"actor_{task}.log"))
         for task in range(actors)]
 
@@ -98,8 +111,12 @@ def main(argv) -> None:
         logging.error("Bad setting: %s", error)
         sys.exit(2)
     port = FLAGS.port or free_port()
+    warm_spares = FLAGS.warm_spares and can_wait_idle()
+    if FLAGS.warm_spares and not warm_spares:
+        logging.warning("launch: no warm spares: a waiting spare would take a CPU share and "
+                        "this user could not give it back when promoted (RLIMIT_NICE < 20)")
     specs = child_specs(root_dir, FLAGS.gin_file, FLAGS.gin_param, FLAGS.actors, port,
-                        FLAGS.tf_threads)
+                        FLAGS.tf_threads, warm_spares)
     logging.info("launch: a learner on 127.0.0.1:%d and %d actor process(es); actor logs "
                  "in %s", port, FLAGS.actors, os.path.join(root_dir, "logs"))
     with SignalStop("stopping every process") as interrupt:

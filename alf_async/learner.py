@@ -227,6 +227,23 @@ class Learner(tf.Module):
             clock.add("load", time.perf_counter() - start)
         return self.update(placed, clock).losses
 
+    def trace(self, batch: LearnBatch) -> None:
+        """Compiles the update for learn batches shaped like `batch` (a zeros batch
+        will do: nothing is trained or observed), so that the first update need not.
+
+        A failure only logs a warning: the first update then compiles it.
+        """
+        start = time.perf_counter()
+        try:
+            experience, (bootstrap, weights) = self._distribute(batch)
+            self._train.get_concrete_function(experience, bootstrap, weights,
+                                              batch.experience.policy_version)
+        except Exception as error:  # pylint: disable=broad-except  # the first update retries
+            logging.warning("Compiling the update ahead failed (the first update compiles "
+                            "it): %s", str(error).splitlines()[0] if str(error) else error)
+            return
+        logging.debug("Compiled the update in %.2f s", time.perf_counter() - start)
+
     def place(self, batch: LearnBatch) -> DeviceBatch:
         """Copies a learn batch onto the replicas' devices.
 

@@ -22,6 +22,7 @@ from typing import Callable, List, Optional, Sequence
 
 from absl import logging
 
+from alf_async import spare as spare_lib
 from alf_async.faults import RestartBudget
 
 BAD_SETTING = 2  # the exit status of a bad setting: a restart cannot help
@@ -37,11 +38,15 @@ class ChildSpec:
         argv: its command line.
         log_path: its stdout and stderr are appended here (None: the supervisor's).
         primary: its exit with status 0 ends the group (the learner finished).
+        spare_argv: the command line of its warm spare (`alf_async.spare`),
+            started beside the child at idle priority; a restart is then the
+            spare's promotion (None: a restart starts `argv` cold).
     """
     name: str
     argv: Sequence[str]
     log_path: Optional[str] = None
     primary: bool = False
+    spare_argv: Optional[Sequence[str]] = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,9 +54,9 @@ class RestartPolicy:
     """When and how soon a child that exited is started again.
 
     A child is restarted at most `max_restarts` times within any
-    `window_secs`; the wait before a restart starts at `backoff_secs` and
-    doubles with every restart that follows a run shorter than
-    `healthy_secs` (a crash loop), up to `max_backoff_secs`.
+    `window_secs`. A child that ran at least `healthy_secs` is restarted at
+    once; one that dies sooner (a crash loop) waits `backoff_secs`, doubled
+    with every such quick death up to `max_backoff_secs`.
     """
     max_restarts: int = 5
     window_secs: float = 600.0
@@ -110,21 +115,50 @@ class Child:
         self.process: Optional[subprocess.Popen] = None
         self.restarts = 0
         self.restart_at: Optional[float] = None  # when a scheduled restart is due
+        self.spare: Optional[subprocess.Popen] = None  # warm, not yet promoted
         self._started = 0.0
         self._backoff = policy.backoff_secs
         self._budget = policy.budget()
 
-    def start(self) -> None:
+    def _popen(self, argv: Sequence[str], spare: bool = False) -> subprocess.Popen:
+        """Starts `argv` in a session of its own that dies with this process."""
         log = open(self.spec.log_path, "ab") if self.spec.log_path else None  # noqa: SIM115
+        die = functools.partial(_die_with_parent, os.getpid())
         try:
-            self.process = subprocess.Popen(
-                list(self.spec.argv), stdout=log, stderr=subprocess.STDOUT if log else None,
-                start_new_session=True,
-                preexec_fn=functools.partial(_die_with_parent, os.getpid()))
+            return subprocess.Popen(
+                list(argv), stdout=log, stderr=subprocess.STDOUT if log else None,
+                stdin=subprocess.PIPE if spare else None, start_new_session=True,
+                preexec_fn=(lambda: (die(), spare_lib.idle_priority())) if spare else die)
         finally:
             if log:
                 log.close()
+
+    def start(self) -> None:
+        """Starts the child: its warm spare promoted if one is ready, else cold."""
+        self.process = self._promote_spare() or self._popen(self.spec.argv)
         self._started, self.restart_at = time.monotonic(), None
+
+    def _promote_spare(self) -> Optional[subprocess.Popen]:
+        spare, self.spare = self.spare, None
+        if spare is None:
+            return None
+        try:
+            spare.stdin.write(spare_lib.PROMOTE)
+            spare.stdin.close()
+        except (BrokenPipeError, OSError):  # it died meanwhile
+            _kill_session(spare)
+            return None
+        logging.info("launch: %s starts from its warm spare (pid %d)", self.spec.name,
+                     spare.pid)
+        return spare
+
+    def tend_spare(self) -> None:
+        """Starts the spare of a running child that has none (it waits at idle priority)."""
+        if self.spare is not None and self.spare.poll() is not None:
+            _kill_session(self.spare)  # a spare that died: another one
+            self.spare = None
+        if self.spec.spare_argv and self.spare is None and self.running:
+            self.spare = self._popen(self.spec.spare_argv, spare=True)
 
     def poll(self) -> Optional[int]:
         """The return code once the process has exited, else None."""
@@ -139,9 +173,10 @@ class Child:
         if not self._budget.allow(now):
             return None
         if now - self._started >= self._policy.healthy_secs:
-            self._backoff = self._policy.backoff_secs
+            self._backoff = 0.0
         delay = self._backoff
-        self._backoff = min(2 * self._backoff, self._policy.max_backoff_secs)
+        self._backoff = min(max(2 * self._backoff, self._policy.backoff_secs),
+                            self._policy.max_backoff_secs)
         self.restarts += 1
         self.restart_at = now + delay
         return delay
@@ -149,10 +184,28 @@ class Child:
     def signal_group(self, signum: int) -> None:
         """Sends `signum` to the child's session (its subprocesses too), if any is left."""
         if self.process is not None:
-            try:
-                os.killpg(self.process.pid, signum)
-            except (ProcessLookupError, PermissionError):
-                pass
+            _signal_session(self.process, signum)
+
+    def drop_spare(self) -> None:
+        if self.spare is not None:
+            _kill_session(self.spare)
+            self.spare = None
+
+
+def _signal_session(process: subprocess.Popen, signum: int) -> None:
+    try:
+        os.killpg(process.pid, signum)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _kill_session(process: subprocess.Popen) -> None:
+    """SIGKILLs the session of `process` and reaps it."""
+    _signal_session(process, signal.SIGKILL)
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        logging.error("launch: pid %d did not die on SIGKILL", process.pid)
 
 
 class Supervisor:
@@ -208,6 +261,7 @@ class Supervisor:
                 status = self._exited(child, returncode, now)
                 if status is not None:
                     return status
+            child.tend_spare()
         return None
 
     def _exited(self, child: Child, returncode: int, now: float) -> Optional[int]:
@@ -246,6 +300,7 @@ class Supervisor:
         SIGKILL to what is left after the grace."""
         for child in self.children:
             child.restart_at = None
+            child.drop_spare()
             if child.running:
                 child.signal_group(signal.SIGTERM)
         deadline = time.monotonic() + self._grace
@@ -256,6 +311,7 @@ class Supervisor:
     def _kill_all(self) -> None:
         """SIGKILLs every child's session and reaps the children."""
         for child in self.children:
+            child.drop_spare()
             child.signal_group(signal.SIGKILL)
             if child.process is not None:
                 try:

@@ -77,6 +77,11 @@ def main(argv) -> None:
         sys.exit(128 + interrupted.signum)
 
 
-if __name__ == "__main__":
+def run() -> None:
+    """Trains as the command line says (also a promoted `alf_async.spare`'s entry)."""
     with exits_fast():
         app.run(main)
+
+
+if __name__ == "__main__":
+    run()

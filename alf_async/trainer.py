@@ -64,10 +64,15 @@ def _result(driver, learner, counters: checkpoints.Counters, progress: Progress)
 
 def _train_loop(learner, driver, loop, hooks: Hooks, done: StopCondition, config: str,
                 timeline: Timeline, summary_interval: int) -> None:
-    """Iterates under the summary writer's interval; stops the driver whatever happens."""
+    """Iterates under the summary writer's interval; stops the driver whatever happens.
+
+    The update is compiled first, while the driver collects the first batch.
+    """
     try:
         with tf.summary.record_if(lambda: tf.equal(learner.train_step % summary_interval, 0)):
             tf.summary.text("config/operative_gin", config, step=learner.train_step)
+            learner.trace(driver.example_batch())
+            timeline.mark("update compiled")
             iterate(loop, hooks, done, timeline)
             with tf.summary.record_if(True):  # the final state, whatever the interval
                 hooks.write_metrics()

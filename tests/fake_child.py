@@ -5,6 +5,9 @@ Appends `start <pid>` to the file LEDGER when it starts, then:
 - `serve`: waits for SIGTERM, appends `term <pid>` and exits 0;
 - `stubborn`: ignores SIGTERM and waits (only SIGKILL ends it);
 - `parent`: starts a `serve` grandchild (appending `child <pid>`) and waits.
+
+`run()` is the same with `sys.argv`: the entry an `alf_async.spare` calls
+(`python -m alf_async.spare fake_child LEDGER MODE`, with tests/ on the path).
 """
 
 import os
@@ -36,5 +39,9 @@ def main(ledger: str, mode: str, arg: str = "0") -> None:
         time.sleep(0.05)
 
 
-if __name__ == "__main__":
+def run() -> None:
     main(*sys.argv[1:])
+
+
+if __name__ == "__main__":
+    run()

@@ -35,3 +35,32 @@ def test_bad_settings_are_value_errors_naming_the_setting_before_any_thread(bind
     finally:
         gin.clear_config()
     assert not live_driver_threads()
+
+
+@pytest.mark.parametrize("gin_file, bindings", [
+    ("ppo_async.gin", ["create_environment.num_parallel_environments=4"]),
+    ("dqn_cartpole_prioritized.gin", ["ReplayBuffer.min_size=64"])])
+def test_the_update_compiled_ahead_on_a_zeros_batch_is_the_one_the_first_batch_runs(
+        gin_file, bindings):
+    """`Learner.trace(driver.example_batch())` before any data: the first real
+    update reuses that compilation (a mismatch would compile it a second time)."""
+    config.parse_config([os.path.join(ROOT, "gin_configs", gin_file)], bindings)
+    try:
+        algorithm_class = config.configured("alf_async.train.algorithm_class", None)
+        _, learner, driver, loop = assembly.build(algorithm_class, seed=3)
+        example = driver.example_batch()
+        assert (example.weights is not None) == driver.batches.weighted
+        learner.trace(example)
+        assert learner._train.experimental_get_tracing_count() == 1  # noqa  # pylint: disable=W0212
+        assert int(learner.train_step) == 0  # compiled, not trained
+        driver.start()
+        try:
+            loop.step()
+            loop.step()
+        finally:
+            driver.stop()
+        assert learner._train.experimental_get_tracing_count() == 1  # noqa  # pylint: disable=W0212
+        assert int(learner.train_step) == 2
+    finally:
+        gin.clear_config()
+    assert not live_driver_threads()

@@ -160,7 +160,9 @@ def test_backoff_doubles_up_to_its_cap_and_the_budget_counts_a_window():
     assert child.schedule_restart(3.0) is None  # a 4th within 10 s
     assert child.schedule_restart(10.5) == 3.0  # the first fell out of the window
     child._started = 100.0  # pylint: disable=protected-access  # then a run of 60 s:
-    assert child.schedule_restart(160.0) == 1.0  # healthy, so the backoff starts again
+    assert child.schedule_restart(160.0) == 0.0  # healthy: at once, and the backoff anew
+    child._started = 160.0  # pylint: disable=protected-access  # restarted, died in 1 s:
+    assert child.schedule_restart(161.0) == 1.0
 
 
 @pytest.mark.parametrize("returncode, text", [(1, "exit status 1"), (-9, "signal SIGKILL"),
@@ -175,3 +177,34 @@ def test_describe_status(returncode, text):
 def test_bad_restart_settings_name_the_flag(settings, line):
     with pytest.raises(ValueError, match=line):
         RestartPolicy(**settings)
+
+
+def test_a_restart_promotes_the_warm_spare_and_a_stop_ends_every_spare(
+        tmp_path, caplog, monkeypatch):
+    caplog.set_level("INFO", logger="absl")
+    monkeypatch.setenv("PYTHONPATH", os.path.dirname(FAKE))  # the spares import fake_child
+    ledger = tmp_path / "ledger"
+    spare_argv = [sys.executable, "-m", "alf_async.spare", "fake_child", str(ledger), "serve"]
+    supervisor = Supervisor([ChildSpec("learner", [sys.executable, FAKE, str(ledger), "serve"],
+                                       primary=True, spare_argv=spare_argv)],
+                            RestartPolicy(max_restarts=2, window_secs=60.0, backoff_secs=0.05,
+                                          healthy_secs=0.0))  # every run healthy: at once
+    child = supervisor.children[0]
+    spares, killed = [], []
+
+    def kill_the_first_start_once_a_spare_waits():
+        starts = _lines(ledger, "start")
+        if child.spare is not None and child.spare.pid not in spares:
+            spares.append(child.spare.pid)
+        if len(starts) == 1 and len(spares) == 1 and not killed:
+            os.kill(starts[0], signal.SIGKILL)
+            killed.append(starts[0])
+        return len(starts) == 2 and len(spares) == 2  # promoted, and a new spare made
+
+    status = supervisor.run(_stop_after(kill_the_first_start_once_a_spare_waits))
+    assert status == 128 + signal.SIGTERM
+    assert _lines(ledger, "start")[1] == spares[0]  # the restart is the promoted spare
+    assert "launch: learner exited with signal SIGKILL; restart 1 in 0.0 s" in caplog.text
+    assert f"launch: learner starts from its warm spare (pid {spares[0]})" in caplog.text
+    assert _lines(ledger, "term") == [spares[0]]  # the promoted spare stopped cleanly
+    assert not [pid for pid in _lines(ledger, "start") + spares if _alive(pid)]

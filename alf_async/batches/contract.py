@@ -17,7 +17,12 @@ class BatchSource(Protocol):
     Thread-safety: `next()` is called by one thread at a time (the trainer's
     or the learner loop's prefetch thread); `after_update()`, `save()` and
     `close()` by the trainer's thread.
+
+    Attributes:
+        weighted: whether its batches carry importance weights `[Q', B']`.
     """
+
+    weighted: bool
 
     def shape(self, unroll_length: int, batch_size: int) -> Tuple[int, int, int]:
         """`(Q', T', B')` of its learn batches, given the driver's T and B."""
@@ -57,6 +62,7 @@ _REQUIRED = ("shape", "threads", "next", "after_update", "describe", "summaries"
 def check_batch_source(source) -> None:
     """Raises TypeError naming every member of `BatchSource` that `source` lacks."""
     missing = [name for name in _REQUIRED if not callable(getattr(source, name, None))]
+    missing += [] if isinstance(getattr(source, "weighted", None), bool) else ["weighted"]
     if missing:
         raise TypeError(f"{type(source).__name__} is not a learn-batch source: it lacks "
                         f"{', '.join(missing)} (see alf_async.batches.contract.BatchSource)")

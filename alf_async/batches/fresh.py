@@ -35,6 +35,8 @@ class FreshBatches:
     Thread-safety: `next()` is called by one thread at a time.
     """
 
+    weighted = False  # no importance weights
+
     def __init__(self, take: Callable[[int], object], version: tf.Variable,
                  learn_queue_cap: int, permits: Sequence = (), pace=FreeRunning(),
                  seed: Optional[int] = None,

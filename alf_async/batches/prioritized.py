@@ -34,6 +34,7 @@ class PrioritizedReplayBatches(UniformReplayBatches):
     """
 
     NAME = "prioritized"
+    weighted = True  # each window's importance weight, [batch_size, 1]
 
     def __init__(self, unroll_spec, algorithm, should_stop: Callable[[], bool],
                  env_steps: Callable[[], int], replay_dir: Optional[str] = None,

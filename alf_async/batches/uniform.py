@@ -23,6 +23,7 @@ class UniformReplayBatches:
     """
 
     NAME = "uniform"  # its `exp_replayer`
+    weighted = False  # no importance weights
 
     def __init__(self, unroll_spec, algorithm, should_stop: Callable[[], bool],
                  replay_dir: Optional[str] = None, priorities: Optional[Priorities] = None):

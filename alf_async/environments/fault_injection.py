@@ -8,6 +8,8 @@ is rebuilt and counted in `faults/env_restarts`), without it the run stops
 with the fault's message, as it would for a real env error.
 """
 
+import collections
+import threading
 from typing import Optional
 
 import numpy as np
@@ -18,11 +20,18 @@ class InjectedEnvFault(RuntimeError):
     """The error a `FaultInjectingEnv` raises."""
 
 
+_BUILT = collections.Counter()  # seed -> FaultInjectingEnvs built with it in this process
+_BUILT_LOCK = threading.Lock()
+
+
 class FaultInjectingEnv(wrappers.PyEnvironmentBaseWrapper):
     """Raises `InjectedEnvFault` instead of stepping, with probability p per step.
 
-    Draws from its own seeded generator, so a seeded run injects at the same
-    steps. Thread-safety: that of the wrapped env (one env thread steps it).
+    Draws from its own generator, seeded by `seed` and how many were built
+    with it before in this process: a seeded run injects at the same steps,
+    and an env rebuilt after a fault (same seed) does not replay the faults
+    of the one it replaces. Thread-safety: that of the wrapped env (one env
+    thread steps it); building is thread-safe.
     """
 
     def __init__(self, env, probability: float, seed: Optional[int] = None):
@@ -40,7 +49,9 @@ class FaultInjectingEnv(wrappers.PyEnvironmentBaseWrapper):
                              f"got {probability}")
         super().__init__(env)
         self._probability = probability
-        self._rng = np.random.default_rng(seed)
+        with _BUILT_LOCK:
+            built, _BUILT[seed] = _BUILT[seed], _BUILT[seed] + 1
+        self._rng = np.random.default_rng(None if seed is None else [seed, built])
         self.num_faults = 0
 
     def _step(self, action):

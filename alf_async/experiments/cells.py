@@ -1,8 +1,13 @@
 """What an experiment runs: seeds, grids of gin bindings, and the cells they make.
 
-A *cell* is one setting: the gin files and bindings every seed of it shares.
-A grid `'alf_async.Learner.learning_rate=[1e-3, 3e-4]'` makes one cell per
-value; several grids make their cartesian product.
+A *cell* is one setting: the gin files and bindings every seed of it shares,
+and the runner that trains a seed (`train`: `python -m alf_async.train`;
+`chaos`: the same run under the supervised launch with faults injected,
+`python -m alf_async.chaos`). A grid `'alf_async.Learner.learning_rate=[1e-3,
+3e-4]'` makes one cell per value; several grids make their cartesian product.
+A binding that starts with `--` is a flag of the runner's command instead of
+a gin binding: `--grid='--faults=[none, all]'` makes a fault-free cell and a
+chaos cell.
 """
 
 import dataclasses
@@ -80,6 +85,15 @@ class Cell:
     bindings: Tuple[str, ...]  # the experiment's --gin_param, then this cell's grid values
     grid: Tuple[Tuple[str, str], ...]  # (binding, value) of this cell's grid point
     target: object = None  # float or None: the return a seed must reach
+    runner: str = "train"  # a key of RUNNERS
+
+    @property
+    def gin_bindings(self) -> Tuple[str, ...]:
+        return tuple(b for b in self.bindings if not b.startswith("--"))
+
+    @property
+    def runner_flags(self) -> Tuple[str, ...]:
+        return tuple(b for b in self.bindings if b.startswith("--"))
 
     def save(self, cell_dir: str) -> None:
         os.makedirs(cell_dir, exist_ok=True)
@@ -95,26 +109,32 @@ def load_cell(cell_dir: str):
     with open(path) as f:
         data = json.load(f)
     return Cell(data["name"], tuple(data["gin_files"]), tuple(data["bindings"]),
-                tuple(tuple(g) for g in data["grid"]), data.get("target"))
+                tuple(tuple(g) for g in data["grid"]), data.get("target"),
+                data.get("runner", "train"))
 
 
 def _short(binding: str, value: str) -> str:
     """A directory-safe `name=value` from the binding's last part."""
-    name = binding.rsplit(".", 1)[-1]
+    name = binding.rsplit(".", 1)[-1].lstrip("-")
     value = re.sub(r"[^A-Za-z0-9.+\-_,=]", "", value.replace(" ", "").replace(",", "_"))
     return f"{name}={value}"
 
 
+RUNNERS = ("train", "chaos")
+
+
 def make_cells(gin_files: Sequence[str], bindings: Sequence[str], grids: Sequence[str],
-               target=None) -> List[Cell]:
+               target=None, runner: str = "train") -> List[Cell]:
     """The cells of an experiment: one per point of the grids' product.
 
     With no grid there is one cell, named after the (last) gin file.
 
     Raises:
-        ValueError: a malformed grid, a binding gridded twice, or two cells
-            whose names collide.
+        ValueError: a malformed grid, a binding gridded twice, two cells
+            whose names collide, or an unknown runner.
     """
+    if runner not in RUNNERS:
+        raise ValueError(f"--runner must be one of {', '.join(RUNNERS)}, got {runner!r}")
     parsed = [parse_grid(g) for g in grids]
     names = [name for name, _ in parsed]
     if len(set(names)) != len(names):
@@ -125,7 +145,7 @@ def make_cells(gin_files: Sequence[str], bindings: Sequence[str], grids: Sequenc
         name = ",".join(_short(b, v) for b, v in point) or base
         cells.append(Cell(name, tuple(gin_files),
                           tuple(bindings) + tuple(f"{b}={v}" for b, v in point),
-                          tuple(point), target))
+                          tuple(point), target, runner))
     if len({c.name for c in cells}) != len(cells):
         raise ValueError(f"--grid values make cells with the same name: "
                          f"{[c.name for c in cells]}")

@@ -18,7 +18,7 @@ import re
 import statistics
 from typing import Dict, List, Optional, Tuple
 
-from alf_async.experiments import report
+from alf_async.experiments import ledgers, report
 
 BEGIN, END = "<!-- results-table: configs -->", "<!-- /results-table -->"
 
@@ -89,6 +89,8 @@ def results_page(results: List[Tuple[str, Dict]]) -> str:
             if summary["source"] != "by hand":
                 parts += [report.cells_table(experiment), ""]
             parts += [report.seeds_table(experiment), ""]
+            chaos = ledgers.chaos_table(experiment)
+            parts += [chaos, ""] if chaos else []
     return "\n".join(parts)
 
 

@@ -1,9 +1,10 @@
 """Runs the seeds of an experiment as ordinary training processes, P at a time.
 
-Each seed is `python -m alf_async.train --root_dir=<cell>/seed_<S> ...`: its
-own checkpoints, TensorBoard events and `train.log`. A seed whose root_dir
-holds the trainer's `result.json` is done and skipped; any other resumes from
-its checkpoint. SIGINT or SIGTERM to the launcher sends SIGTERM to every
+Each seed is `python -m alf_async.train --root_dir=<cell>/seed_<S> ...` (a
+chaos cell's: `python -m alf_async.chaos ...`): its own checkpoints,
+TensorBoard events and `train.log`. A seed whose root_dir holds the
+trainer's `result.json` (a chaos run's `ledger.json`) is done and skipped;
+any other resumes from its checkpoint. SIGINT or SIGTERM to the launcher sends SIGTERM to every
 child (each stops after its iteration and saves a checkpoint), waits for them
 and kills what is left by PID; children also get SIGTERM if the launcher dies
 (Linux parent-death signal).
@@ -20,6 +21,7 @@ import time
 from typing import Callable, Dict, List, Optional
 
 from alf_async.experiments.cells import Cell
+from alf_async.experiments.ledgers import LEDGER_FILE
 from alf_async.signals import SignalStop
 
 RESULT_FILE = "result.json"  # written by the trainer when a run completes
@@ -39,11 +41,24 @@ class SeedRun:
         return f"{self.cell.name}/seed_{self.seed}"
 
     def finished(self) -> bool:
-        return os.path.exists(os.path.join(self.root_dir, RESULT_FILE))
+        done = LEDGER_FILE if self.cell.runner == "chaos" else RESULT_FILE
+        return os.path.exists(os.path.join(self.root_dir, done))
 
     def command(self, tf_threads: int) -> List[str]:
+        if self.cell.runner == "chaos":
+            return chaos_command(self.root_dir, self.cell.gin_files, self.cell.gin_bindings,
+                                 self.seed, self.cell.runner_flags)
         return train_command(self.root_dir, self.cell.gin_files,
-                             [*self.cell.bindings, f"train.seed={self.seed}"], tf_threads)
+                             [*self.cell.gin_bindings, f"train.seed={self.seed}"],
+                             tf_threads) + list(self.cell.runner_flags)
+
+
+def chaos_command(root_dir: str, gin_files, bindings, seed: int, runner_flags) -> List[str]:
+    """The `python -m alf_async.chaos` command line of one chaos run (its own processes'
+    threads: TensorFlow's choice)."""
+    return [sys.executable, "-m", "alf_async.chaos", f"--root_dir={root_dir}",
+            *[f"--gin_file={f}" for f in gin_files], *[f"--gin_param={b}" for b in bindings],
+            f"--seed={seed}", *runner_flags]
 
 
 def train_command(root_dir: str, gin_files, bindings, tf_threads: int) -> List[str]:

@@ -14,7 +14,7 @@ import re
 from typing import Callable, Dict, List, Optional
 
 from alf_async import extras
-from alf_async.experiments import stats
+from alf_async.experiments import ledgers, stats
 from alf_async.experiments.cells import Cell, load_cell
 from alf_async.experiments.curves import downsample, load_curve
 
@@ -56,10 +56,12 @@ def summarize_cell(cell_dir: str, cell: Cell, target: Optional[float]) -> Dict:
         if not len(curve["value"]):
             continue  # no episode finished yet
         match = re.fullmatch(r"seed_(\d+)", os.path.basename(run_dir))
+        ledger = ledgers.read_ledger(run_dir)
         seeds.append(dict(seed=int(match.group(1)) if match else None,
                           run_dir=os.path.relpath(run_dir, os.path.dirname(cell_dir)),
                           finished=os.path.exists(os.path.join(run_dir, "result.json")),
-                          **stats.seed_figures(curve, target), curve=downsample(curve)))
+                          **stats.seed_figures(curve, target), curve=downsample(curve),
+                          **({} if ledger is None else dict(ledger=ledger))))
         curves.append(curve)
     if not seeds:
         raise ValueError(f"{cell_dir} has no run with a finished episode")
@@ -168,6 +170,8 @@ def markdown(summary: Dict) -> str:
     for experiment in summary["experiments"]:
         parts += [f"## {experiment['name']}", "", cells_table(experiment), "",
                   seeds_table(experiment), ""]
+        chaos = ledgers.chaos_table(experiment)
+        parts += [chaos, ""] if chaos else []
     return "\n".join(parts)
 
 

@@ -37,11 +37,12 @@ class WeightsPuller(threading.Thread):
 
     A daemon thread apart from acting: a pull assigns the variables the
     actors read (as a local learner's update would) and then the version.
-    A failed pull is logged and retried at the next occasion.
+    A failed pull is logged and retried at the next occasion; while
+    `client()` is None (the actor reconnects) there is no pull.
     """
 
-    def __init__(self, client, variables, version: tf.Variable, interval_secs: float,
-                 timeout_secs: float):
+    def __init__(self, client: Callable, variables, version: tf.Variable,
+                 interval_secs: float, timeout_secs: float):
         super().__init__(name="WeightsPuller", daemon=True)
         self._client, self._variables, self._version = client, variables, version
         self._interval, self._timeout = interval_secs, timeout_secs
@@ -66,8 +67,11 @@ class WeightsPuller(threading.Thread):
 
     def pull_once(self):
         """One pull; returns the new weights' `Stamp` or None (nothing new, or failed)."""
+        client = self._client()
+        if client is None:
+            return None
         try:
-            pulled = weights.pull(self._client, self._variables, self._timeout, self.stamp)
+            pulled = weights.pull(client, self._variables, self._timeout, self.stamp)
         except weights.IncompatibleWeights:
             raise
         except Exception as error:  # pylint: disable=broad-except
@@ -95,6 +99,7 @@ class ActorProcess:
 
     _FLUSH_MS = 200  # longest a write waits before checking for a stop
     _PULL_TIMEOUT_SECS = 2.0  # longest a weight pull waits for the server
+    _RECONNECT_POLL_SECS = 0.2  # between tries of a fresh connection
 
     def __init__(self, server: str, task: int, algorithm_class: Callable,
                  seed: Optional[int] = None,
@@ -138,7 +143,7 @@ class ActorProcess:
         algorithm = algorithm_class(probe.time_step_spec(), probe.action_spec())
         probe.close()
         version = tf.Variable(-1, dtype=tf.int64, trainable=False)
-        self.puller = WeightsPuller(self._client, algorithm.variables, version,
+        self.puller = WeightsPuller(lambda: self._client, algorithm.variables, version,
                                     pull_interval_secs, self._PULL_TIMEOUT_SECS)
         self._await_first_weights(connect_timeout_secs, should_stop)
         self.collector = Collector(local_collection(env_factory, algorithm, version, task),
@@ -198,7 +203,8 @@ class ActorProcess:
                 self.collector.stop(AsyncOffPolicyDriver.STOP_GRACE_SECS)
             finally:
                 self.collector.collection.close()
-            self._writer.close()
+            if self._writer is not None:
+                self._writer.close()
             # A pull in flight ends within its timeout; exiting while Reverb's
             # threads run would abort the process.
             self.puller.join(timeout=self._PULL_TIMEOUT_SECS + 1)
@@ -223,7 +229,11 @@ class ActorProcess:
                              f"{str(error).splitlines()[0]}") from None
 
     def _flush(self, should_stop: Callable[[], bool]) -> bool:
-        """Waits until the server took the unroll; False if stopped meanwhile."""
+        """Waits until the server took the unroll; False if stopped meanwhile.
+
+        A server that stopped answering is waited for with fresh connections
+        (`_reconnect`); the unroll in flight is then lost.
+        """
         last_contact = time.monotonic()
         while not should_stop():
             try:
@@ -233,9 +243,38 @@ class ActorProcess:
                 pass
             if self._reachable():  # a full queue: the learner sets the pace
                 last_contact = time.monotonic()
-            elif time.monotonic() - last_contact > self._server_timeout:
+            elif not self._reconnect(should_stop, last_contact):
+                return False
+        return False
+
+    def _reconnect(self, should_stop: Callable[[], bool], last_contact: float) -> bool:
+        """Drops every connection to the server, then tries fresh ones until it
+        answers (True: a new client and writer) or `should_stop()` (False).
+
+        A connection kept open to a server that went away retries only on
+        gRPC's backoff (seconds after a restarted learner is back); a fresh one
+        connects at once.
+
+        Raises:
+            LearnerGone: no answer `server_timeout_secs` after `last_contact`.
+        """
+        self._client = self._writer = None  # the puller's too: it reads `_client`
+        while not should_stop():
+            if time.monotonic() - last_contact > self._server_timeout:
                 raise LearnerGone(f"the learner at {self.server} has not answered for "
                                   f"{self._server_timeout:.0f} s (stopped or failed)")
+            client = self._reverb.Client(self.server)
+            try:
+                client.server_info(timeout=1)
+            except Exception:  # pylint: disable=broad-except  # not back yet
+                del client
+                time.sleep(self._RECONNECT_POLL_SECS)
+                continue
+            self._client = client
+            self._writer = client.trajectory_writer(num_keep_alive_refs=1)
+            logging.info("Actor task %d: reconnected to the learner at %s", self.task,
+                         self.server)
+            return True
         return False
 
     def _reachable(self) -> bool:

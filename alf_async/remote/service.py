@@ -59,7 +59,9 @@ class ActorRegistry:
         with self._lock:
             self._last_seen[task] = time.monotonic()
             self._unrolls[task] = self._unrolls.get(task, 0) + 1
-            last = self._sequences.get((task, incarnation), -1)
+            # An incarnation first seen mid-way (this learner restarted, the actor
+            # did not) counts from where it is.
+            last = self._sequences.get((task, incarnation), sequence - 1)
             if sequence <= last:
                 self.duplicated += 1
                 logging.warning("Actor task %d delivered unroll %d again (after %d)", task,

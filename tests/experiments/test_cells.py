@@ -58,3 +58,15 @@ def test_gridding_a_binding_twice_is_an_error():
 def test_cell_names_that_collide_are_an_error():
     with pytest.raises(ValueError, match="same name"):
         cells.make_cells(["x.gin"], [], ["a.b=['p q', 'pq']"])
+
+
+def test_a_chaos_grid_over_a_runner_flag_makes_a_fault_free_and_a_chaos_cell(tmp_path):
+    made = cells.make_cells(["ppo_chaos.gin"], ["train.num_env_steps=9", "--rounds=3"],
+                            ["--faults=[none, all]"], 475.0, runner="chaos")
+    assert [c.name for c in made] == ["faults=none", "faults=all"]
+    assert made[1].gin_bindings == ("train.num_env_steps=9",)
+    assert made[1].runner_flags == ("--rounds=3", "--faults=all")
+    made[1].save(str(tmp_path / "c"))
+    assert cells.load_cell(str(tmp_path / "c")) == made[1]  # the runner too
+    with pytest.raises(ValueError, match="--runner must be one of train, chaos, got 'x'"):
+        cells.make_cells(["a.gin"], [], [], runner="x")

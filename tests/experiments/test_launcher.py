@@ -1,3 +1,4 @@
+import os
 import types
 
 from alf_async.experiments import launcher
@@ -20,3 +21,20 @@ def test_the_eta_counts_the_seeds_left_and_is_left_out_once_they_overrun(monkeyp
     seeds._pending = []  # pylint: disable=protected-access
     now[0] += 80.0  # the last seed runs longer than the mean
     assert "ETA" not in seeds.progress_line()
+
+
+def test_a_chaos_cells_seed_runs_the_chaos_command_and_is_done_with_its_ledger(tmp_path):
+    from alf_async.experiments import cells
+    cell = cells.make_cells(["c.gin"], ["train.seed_free=1", "--rounds=2"],
+                            ["--faults=[all]"], runner="chaos")[0]
+    run = launcher.seed_runs([cell], [7], str(tmp_path))[0]
+    command = run.command(tf_threads=1)
+    assert command[1:3] == ["-m", "alf_async.chaos"]
+    assert command[3:] == [f"--root_dir={run.root_dir}", "--gin_file=c.gin",
+                           "--gin_param=train.seed_free=1", "--seed=7", "--rounds=2",
+                           "--faults=all"]
+    os.makedirs(run.root_dir)
+    open(os.path.join(run.root_dir, "result.json"), "w").close()  # the learner's: not done
+    assert not run.finished()
+    open(os.path.join(run.root_dir, "ledger.json"), "w").close()
+    assert run.finished()

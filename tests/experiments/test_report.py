@@ -111,3 +111,18 @@ def test_a_resumed_runs_pause_is_not_counted(tmp_path):
     curve = load_curve(run_dir)
     assert list(curve["env_steps"]) == [1000, 2000, 3000, 4000]
     assert list(curve["seconds"]) == pytest.approx([3.0, 6.0, 8.0, 11.0])
+
+
+def test_a_chaos_seeds_ledger_goes_into_the_summary_and_the_results_page(experiment, tmp_path):
+    ledger = dict(faults={"actor_kill": 2}, restarts={"actor 0": 2}, env_restarts=0,
+                  seconds_lost=0.0, reached=dict(wall_seconds=33.5, env_steps=3000),
+                  processes_left=0, unreadable_checkpoints=0, duplicated_unrolls=0, hangs=0,
+                  longest_stop_secs=0.4)
+    for seed in RETURNS:
+        with open(os.path.join(experiment, "ppo", f"seed_{seed}", "ledger.json"), "w") as f:
+            json.dump(ledger, f)
+    summary = report.write_report([experiment], str(tmp_path / "out"))
+    assert all(s["ledger"] == ledger for s in summary["experiments"][0]["cells"][0]["seeds"])
+    page = open(tmp_path / "out" / "results.md").read()
+    assert "| ppo | 1 | 33.5 (3,000) | 2; 0 | 0, 2; 0 |" in page
+    assert "Median wall seconds from the command to the target: ppo: 33.5 s." in page

@@ -36,10 +36,11 @@ def small_drivers():
     gin.clear_config()
 
 
-def _learner(version, timeout=30.0, stateless=False, driver_settings=None, **service):
+def _learner(version, timeout=30.0, stateless=False, driver_settings=None, port=0,
+             **service):
     policy = weight_policy_for(CountingEnv(0), stateless=stateless)
     remote = functools.partial(ReverbService, variables=policy.variables, version=version,
-                               port=0, **service)
+                               port=port, **service)
     driver = AsyncOffPolicyDriver(CountingEnv, policy, version, learn_queue_cap=2,
                                   learner_queue_timeout=timeout, remote=remote,
                                   **(driver_settings or {}))
@@ -193,6 +194,31 @@ def test_actors_end_by_themselves_once_the_learner_is_gone():
     actor.thread.join(timeout=15)  # server_timeout_secs is 1
     assert not actor.thread.is_alive()
     assert isinstance(actor.error, LearnerGone) and "has not answered" in str(actor.error)
+
+
+def test_an_actor_reconnects_with_a_fresh_connection_to_a_restarted_learner(caplog):
+    """A connection kept to a server that went away retries on gRPC's backoff only;
+    the actor drops it and connects afresh once the learner is back on its port."""
+    caplog.set_level("INFO", logger="absl")
+    first, _ = _learner(tf.Variable(0, dtype=tf.int64))
+    first.start()
+    port = int(first.remote.address.rsplit(":", 1)[1])
+    actor = _ActorThread(first.remote.address, 0, server_timeout_secs=60.0)
+    try:
+        _take(first, 2)
+        first.stop()
+        time.sleep(3.0)  # down long enough for gRPC's backoff to exceed a second
+        assert actor.actor._client is None  # pylint: disable=protected-access  # dropped
+        second, _ = _learner(tf.Variable(0, dtype=tf.int64), port=port)
+        second.start()
+        try:
+            assert len(_take(second, 2)) == 4  # learn_queue_cap 2: the actor's unrolls
+        finally:
+            second.stop()
+    finally:
+        actor.stop()
+    assert "Actor task 0: reconnected to the learner at" in caplog.text
+    assert actor.error is None
 
 
 def test_lost_actors_drop_from_actors_alive_and_then_starve_the_learner_with_a_diagnosis():

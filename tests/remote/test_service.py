@@ -23,3 +23,11 @@ def test_a_restarted_process_counts_from_0_again_without_a_duplicate():
             registry.seen(task=1, incarnation=incarnation, sequence=sequence)
     registry.seen(task=0, incarnation=1, sequence=0)  # another task, the same numbers
     assert (registry.duplicated, registry.missing) == (0, 0)
+
+
+def test_a_restarted_learner_counts_an_actor_it_first_sees_mid_way_from_there():
+    """The actor outlived the learner: its numbers go on from 212; none is missing."""
+    registry = ActorRegistry(timeout_secs=30.0)
+    for sequence in (212, 213, 215):
+        registry.seen(task=0, incarnation=9, sequence=sequence)
+    assert (registry.duplicated, registry.missing) == (0, 1)  # only 214

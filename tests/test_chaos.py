@@ -1,4 +1,4 @@
-"""`tools/chaos.py`: its schedule, its reading of the logs, bad input, and a short
+"""`alf_async.chaos`: its schedule, its reading of the logs, bad input, and a short
 chaos run (slow) whose ledger must be clean."""
 
 import json
@@ -8,10 +8,9 @@ import sys
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(ROOT, "tools"))
+from alf_async import chaos
 
-import chaos  # noqa: E402  pylint: disable=wrong-import-position
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def test_the_schedule_is_seeded_and_brings_every_kind_once_per_round():
@@ -33,8 +32,8 @@ def test_the_schedule_is_seeded_and_brings_every_kind_once_per_round():
     ("--env_fault_p=1.5", "--env_fault_p must be in [0, 1], got 1.5"),
     ("--actors=0", "--actors must be >= 1, got 0")])
 def test_bad_input_is_one_line_and_exit_2(tmp_path, flag, line):
-    result = subprocess.run([sys.executable, "tools/chaos.py", f"--root_dir={tmp_path}", flag],
-                            cwd=ROOT, capture_output=True, text=True, timeout=60)
+    result = subprocess.run([sys.executable, "-m", "alf_async.chaos", f"--root_dir={tmp_path}",
+                             flag], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert result.returncode == 2
     errors = [l for l in result.stderr.splitlines() if l.startswith("E")]
     assert len(errors) == 1 and line in errors[0]
@@ -67,7 +66,7 @@ def test_the_ledger_reads_restarts_losses_and_the_target_from_the_log():
 def test_a_short_chaos_run_reaches_475_with_a_clean_ledger(tmp_path):
     ledger_path = tmp_path / "ledger.json"
     result = subprocess.run(
-        [sys.executable, "tools/chaos.py", f"--root_dir={tmp_path / 'run'}", "--seed=11",
+        [sys.executable, "-m", "alf_async.chaos", f"--root_dir={tmp_path / 'run'}", "--seed=11",
          "--mean_interval_secs=8", "--rounds=1", "--timeout_secs=330",
          # past the target, so that every kind comes at least once
          "--gin_param=train.stop_at_return=None", "--gin_param=train.num_env_steps=400000",

@@ -1,6 +1,6 @@
 """A seeded fault injector around a supervised run, ending with a ledger.
 
-    python tools/chaos.py --gin_file=gin_configs/ppo_chaos.gin --root_dir=runs/chaos/1 \\
+    python -m alf_async.chaos --gin_file=gin_configs/ppo_chaos.gin --root_dir=runs/chaos/1 \\
         --seed=1 --actors=2
 
 runs `python -m alf_async.launch` (a learner and `--actors` actor processes)
@@ -37,6 +37,8 @@ from typing import Dict, List, Optional, Sequence
 
 from absl import app, flags, logging
 
+from alf_async.spare import SPARE_NAME
+
 KINDS = ("env_exception", "env_worker_kill", "actor_kill", "learner_kill", "learner_term",
          "checkpoint_write")
 OUTSIDE = KINDS[1:]  # injected by this tool; env_exception is drawn in the envs
@@ -53,13 +55,14 @@ def _define_flags() -> None:
     flags.DEFINE_string("root_dir", None, "The run's root_dir.")
     flags.DEFINE_integer("actors", 2, "K, actor processes.")
     flags.DEFINE_integer("seed", 0, "Seeds the schedule and the run (train.seed).")
-    flags.DEFINE_string("faults", ",".join(KINDS), "Comma-separated fault kinds, or 'none'.")
+    flags.DEFINE_string("faults", "all", "Comma-separated fault kinds, 'all' or 'none'.")
     flags.DEFINE_float("env_fault_p", 0.0005, "env_exception's probability per env step.")
     flags.DEFINE_float("mean_interval_secs", 15.0, "Mean seconds between injected faults.")
     flags.DEFINE_integer("rounds", 0, "Rounds of faults (each kind once per round); 0: until "
                          "the run ends.")
     flags.DEFINE_float("timeout_secs", 1800.0, "The run is stopped (and fails) after this.")
     flags.DEFINE_integer("max_restarts", 100, "The launch's --max_restarts (per process).")
+    flags.DEFINE_bool("warm_spares", True, "The launch's --warm_spares.")
     flags.DEFINE_float("target", 475.0, "The average return the run must reach.")
     flags.DEFINE_string("ledger", None, "Where to write the ledger (ROOT_DIR/ledger.json).")
     flags.mark_flag_as_required("root_dir")
@@ -72,11 +75,13 @@ def parse_kinds(text: str) -> List[str]:
     """The fault kinds of `--faults`; raises ValueError naming an unknown one."""
     if text.strip() in ("", "none"):
         return []
+    if text.strip() == "all":
+        return list(KINDS)
     kinds = [kind.strip() for kind in text.split(",")]
     for kind in kinds:
         if kind not in KINDS:
             raise ValueError(f"--faults: unknown fault kind {kind!r} (known: "
-                             f"{', '.join(KINDS)}, or none)")
+                             f"{', '.join(KINDS)}, all or none)")
     return kinds
 
 
@@ -105,18 +110,21 @@ def schedule(kinds: Sequence[str], mean_interval_secs: float, horizon_secs: floa
 # --- the launch's processes, from /proc -------------------------------------------------
 
 def _proc_table() -> Dict[int, tuple]:
-    """{pid: (ppid, session, cmdline)} of the live, non-zombie processes."""
+    """{pid: (ppid, session, cmdline)} of the live, non-zombie processes; a warm
+    spare that waits (process name `SPARE_NAME`) has the cmdline `SPARE_NAME`."""
     table = {}
     for entry in filter(str.isdigit, os.listdir("/proc")):
         try:
             with open(f"/proc/{entry}/stat") as stat:
-                fields = stat.read().rsplit(")", 1)[1].split()
+                name, fields = stat.read().split("(", 1)[1].rsplit(")", 1)
             with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
                 command = cmdline.read().replace(b"\0", b" ").decode(errors="replace")
         except (FileNotFoundError, ProcessLookupError, PermissionError):
             continue
+        fields = fields.split()
         if fields[0] != "Z":
-            table[int(entry)] = (int(fields[1]), int(fields[3]), command)
+            table[int(entry)] = (int(fields[1]), int(fields[3]),
+                                 SPARE_NAME if name == SPARE_NAME else command)
     return table
 
 
@@ -349,6 +357,7 @@ def _launch_command(kinds: Sequence[str]) -> List[str]:
                    "LocalCollection.restart_failed_envs=True"]
     return [sys.executable, "-m", "alf_async.launch", f"--root_dir={FLAGS.root_dir}",
             f"--actors={FLAGS.actors}", f"--max_restarts={FLAGS.max_restarts}",
+            f"--warm_spares={FLAGS.warm_spares}",
             *[f"--gin_file={path}" for path in FLAGS.gin_file],
             *[f"--gin_param={param}" for param in params]]
 

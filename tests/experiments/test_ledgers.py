@@ -1,0 +1,41 @@
+"""`ledgers`: chaos ledgers in a report, and the table that compares a chaos cell
+with its fault-free cell."""
+
+import json
+
+from alf_async.experiments import ledgers
+
+
+def _ledger(wall, faults=None, restarts=None, hangs=0):
+    return dict(faults=faults or {}, restarts=restarts or {}, env_restarts=3,
+                seconds_lost=4.25, reached=None if wall is None else
+                dict(wall_seconds=wall, env_steps=150_000), processes_left=0,
+                unreadable_checkpoints=0, duplicated_unrolls=0, hangs=hangs,
+                longest_stop_secs=1.5)
+
+
+def _cell(name, walls, **kwargs):
+    return dict(name=name, seeds=[dict(seed=i, ledger=_ledger(w, **kwargs))
+                                  for i, w in enumerate(walls)])
+
+
+def test_the_table_has_every_seed_and_the_median_ratio_to_the_fault_free_cell():
+    faults = dict(learner_kill=2, actor_kill=1, env_exception=5)
+    table = ledgers.chaos_table(dict(cells=[
+        _cell("faults=none", [20.0, 30.0, 25.0]),
+        _cell("faults=all", [40.0, None, 35.0], faults=faults,
+              restarts={"learner": 2, "actor 0": 1, "actor 1": 2})]))
+    rows = [line for line in table.splitlines() if line.startswith("| faults=")]
+    assert len(rows) == 6
+    assert rows[3] == ("| faults=all | 0 | 40.0 (150,000) | 3; 5 | 2, 3; 3 | 4.2 | "
+                       "0, 0, 0, 0 | 1.5 |")
+    assert "| faults=all | 1 | — |" in rows[4]
+    assert table.endswith("faults=none: 25.0 s; faults=all: 37.5 s (1.50x faults=none).")
+
+
+def test_an_experiment_without_ledgers_has_no_table_and_a_run_without_one_reads_none(
+        tmp_path):
+    assert ledgers.chaos_table(dict(cells=[dict(name="ppo", seeds=[dict(seed=1)])])) == ""
+    assert ledgers.read_ledger(str(tmp_path)) is None
+    (tmp_path / "ledger.json").write_text(json.dumps(_ledger(12.5)))
+    assert ledgers.wall_seconds_to_target(ledgers.read_ledger(str(tmp_path))) == 12.5

@@ -1,0 +1,117 @@
+"""`alf_async.spare`: a process that waits, warm and idle, until promoted into its command.
+
+The spares here run `tests/fake_child.py` (module `fake_child`); every wait is
+bounded and every process is killed by its PID in a `finally`.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from alf_async.spare import PROMOTE, SPARE_NAME
+
+TESTS = os.path.dirname(os.path.abspath(__file__))
+
+
+def start_spare(ledger, mode, arg="0"):
+    """A spare of `fake_child LEDGER MODE ARG`, its input a pipe."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([TESTS, os.environ.get("PYTHONPATH", "")]))
+    return subprocess.Popen([sys.executable, "-m", "alf_async.spare", "fake_child",
+                             str(ledger), mode, arg], stdin=subprocess.PIPE, env=env)
+
+
+def comm(pid):
+    with open(f"/proc/{pid}/comm") as f:
+        return f.read().strip()
+
+
+def wait_for(condition, timeout=30.0):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+
+
+def ledger_lines(ledger):
+    return open(ledger).read().split() if os.path.exists(ledger) else []
+
+
+@pytest.fixture
+def spares():
+    started = []
+    yield started
+    for proc in started:
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+
+
+def test_a_waiting_spare_is_named_idle_and_runs_nothing(tmp_path, spares):
+    ledger = tmp_path / "ledger"
+    spares.append(spare := start_spare(ledger, "exit", "3"))
+    wait_for(lambda: comm(spare.pid) == SPARE_NAME)
+    assert os.sched_getscheduler(spare.pid) == os.SCHED_IDLE
+    time.sleep(0.5)
+    assert spare.poll() is None and ledger_lines(ledger) == []
+
+
+def test_a_promoted_spare_runs_its_command_at_normal_priority(tmp_path, spares):
+    ledger = tmp_path / "ledger"
+    spares.append(spare := start_spare(ledger, "serve"))
+    wait_for(lambda: comm(spare.pid) == SPARE_NAME)
+    spare.stdin.write(PROMOTE)
+    spare.stdin.close()
+    wait_for(lambda: ledger_lines(ledger) == ["start", str(spare.pid)])
+    assert comm(spare.pid) == "fake_child.py"
+    tasks = os.listdir(f"/proc/{spare.pid}/task")
+    assert {os.sched_getscheduler(int(tid)) for tid in tasks} == {os.SCHED_OTHER}
+    os.kill(spare.pid, signal.SIGTERM)  # `serve` exits 0 on SIGTERM
+    assert spare.wait(timeout=10) == 0
+
+
+def test_a_promoted_spare_exits_with_its_commands_status(tmp_path, spares):
+    ledger = tmp_path / "ledger"
+    spares.append(spare := start_spare(ledger, "exit", "3"))
+    spare.stdin.write(PROMOTE)
+    spare.stdin.close()
+    assert spare.wait(timeout=30) == 3
+    assert ledger_lines(ledger) == ["start", str(spare.pid)]
+
+
+def test_a_spare_whose_input_ends_exits_0_and_runs_nothing(tmp_path, spares):
+    ledger = tmp_path / "ledger"
+    spares.append(spare := start_spare(ledger, "exit", "3"))
+    spare.stdin.close()  # its supervisor is gone
+    assert spare.wait(timeout=30) == 0
+    assert ledger_lines(ledger) == []
+
+
+def test_a_spare_promoted_during_its_import_finishes_it_at_normal_priority(tmp_path, spares):
+    """The word arrives while the import (a module that waits for a file) still runs."""
+    release = tmp_path / "release"
+    (tmp_path / "slow_child.py").write_text(textwrap.dedent(f"""
+        import os, time
+        deadline = time.monotonic() + 60
+        while not os.path.exists({str(release)!r}) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        from fake_child import run  # noqa
+        """))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), TESTS]))
+    ledger = tmp_path / "ledger"
+    spares.append(spare := subprocess.Popen(
+        [sys.executable, "-m", "alf_async.spare", "slow_child", str(ledger), "serve"],
+        stdin=subprocess.PIPE, env=env))
+    wait_for(lambda: os.sched_getscheduler(spare.pid) == os.SCHED_IDLE)
+    wait_for(lambda: len(os.listdir(f"/proc/{spare.pid}/task")) > 1)  # the import thread
+    spare.stdin.write(PROMOTE)
+    spare.stdin.close()
+    wait_for(lambda: {os.sched_getscheduler(int(tid)) for tid in
+                      os.listdir(f"/proc/{spare.pid}/task")} == {os.SCHED_OTHER})
+    assert ledger_lines(ledger) == []  # still importing
+    release.touch()
+    wait_for(lambda: ledger_lines(ledger) == ["start", str(spare.pid)])
