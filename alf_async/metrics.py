@@ -18,7 +18,9 @@ class EpisodeStats:
     An episode's return is the sum of the rewards of its non-FIRST steps and
     its length the number of those steps (CartPole-v1's best is 500 / 500).
     A FIRST step starts a new count: an episode cut short by a replaced env
-    or a restarted actor process is dropped, never added to the next one.
+    or a restarted actor process is dropped, never added to the next one. An
+    episode whose FIRST step was not seen (a restarted learner joins actors
+    mid-episode) is not counted either: its return would be a part's.
 
     Thread-safety: `update()` is called by the log thread; the readers may be
     called from any thread.
@@ -34,6 +36,7 @@ class EpisodeStats:
         self._lock = threading.Lock()
         self._returns = np.zeros((num_envs, batch_size), np.float64)
         self._lengths = np.zeros((num_envs, batch_size), np.int64)
+        self._whole = np.zeros((num_envs, batch_size), bool)  # its FIRST step was seen
         self._recent = collections.deque(maxlen=window)
         self._recent_by_env = [collections.deque(maxlen=window) for _ in range(num_envs)]
         self._num_episodes = 0
@@ -42,16 +45,18 @@ class EpisodeStats:
     def update(self, reward, step_type, env_id: int) -> None:
         """Accounts one unroll of env `env_id`; `reward`, `step_type`: `[T, B]`."""
         returns, lengths = self._returns[env_id], self._lengths[env_id]
+        whole = self._whole[env_id]
         finished = []
         for r, s in zip(reward, step_type):
             playing = s != ts.StepType.FIRST
             returns[~playing] = 0.0  # an unfinished episode before it is dropped
             lengths[~playing] = 0
+            whole |= ~playing
             returns += np.where(playing, r, 0.0)
             lengths += playing
             last = s == ts.StepType.LAST
             if last.any():
-                finished.extend(zip(returns[last], lengths[last]))
+                finished.extend(zip(returns[last & whole], lengths[last & whole]))
                 returns[last] = 0.0
                 lengths[last] = 0
         with self._lock:

@@ -5,6 +5,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -80,3 +81,30 @@ def test_a_short_chaos_run_reaches_475_with_a_clean_ledger(tmp_path):
     assert ledger["restarts"].get("learner", 0) >= 2  # a kill and a SIGTERM
     for zero in ("processes_left", "unreadable_checkpoints", "duplicated_unrolls", "hangs"):
         assert ledger[zero] == 0, (zero, ledger)
+
+
+def test_a_waiting_spare_is_no_fault_target_until_it_is_promoted(tmp_path):
+    """A spare's command line names the learner's module too: the injector must
+    not take it for the learner (killing it would inject nothing)."""
+    from alf_async.spare import PROMOTE, SPARE_NAME
+    tests = os.path.dirname(os.path.abspath(__file__))
+    env = dict(os.environ, PYTHONPATH=tests)
+    ledger = tmp_path / "ledger"
+    spare = subprocess.Popen([sys.executable, "-m", "alf_async.spare", "fake_child",
+                              str(ledger), "serve", "alf_async.train"],
+                             stdin=subprocess.PIPE, env=env)
+    tree = chaos.LaunchTree(os.getpid())
+    try:
+        deadline = time.monotonic() + 30
+        while open(f"/proc/{spare.pid}/comm").read().strip() != SPARE_NAME:
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        assert tree.learner() is None
+        spare.stdin.write(PROMOTE)
+        spare.stdin.close()
+        while tree.learner() != spare.pid:
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+    finally:
+        spare.kill()
+        spare.wait(timeout=10)

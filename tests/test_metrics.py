@@ -32,6 +32,18 @@ def test_an_episode_cut_short_by_a_restart_is_dropped_not_added_to_the_next():
     assert stats.averages() == (2.0, 2.0)
 
 
+def test_an_episode_joined_mid_way_by_a_restarted_learner_is_not_counted():
+    stats = EpisodeStats(num_envs=1, batch_size=2, window=10)
+    # The learner restarts while its actors play on: sub-env 0 is 400 steps into an
+    # episode (its last 3 are seen), sub-env 1 starts a whole one of 2 rewards.
+    stats.update(np.ones((4, 2), np.float32),
+                 np.array([[M, F], [M, M], [L, L], [F, F]], np.int32), 0)
+    assert stats.num_episodes == 1 and stats.averages() == (2.0, 2.0)
+    stats.update(np.ones((2, 2), np.float32), np.array([[L, M], [F, L]], np.int32), 0)
+    assert stats.num_episodes == 3  # from their FIRST steps on, both count
+    assert stats.averages() == (5.0 / 3, 5.0 / 3)  # 2, then 1 and 2
+
+
 def test_stage_clock_reports_per_iteration_times_busy_share_and_gauges():
     clock = StageClock()
     for depth in (0, 2, 4):

@@ -53,12 +53,14 @@ def configs_table(results: List[Tuple[str, Dict]]) -> str:
             "seconds (median) | lowest last-25 % | source |",
             "|---|---|---|---|---:|---:|---:|---|"]
     for name, summary in results:
-        for cell in _cells(summary):
+        cells = list(_cells(summary))
+        for cell in cells:
             seeds = cell["seeds"]
             reached = sum(s["env_steps_to_target"] is not None for s in seeds)
             budget = cell.get("budget")
+            label = f"`{summary['config']}`" + (f" ({cell['name']})" if len(cells) > 1 else "")
             rows.append(
-                f"| [`{summary['config']}`](docs/results.md#{name}) | {cell.get('env', '—')} | "
+                f"| [{label}](docs/results.md#{name}) | {cell.get('env', '—')} | "
                 f"{cell['target']:g}, {report.steps(budget)} | {reached}/{len(seeds)} | "
                 f"{report.steps(_median([s['env_steps_to_target'] for s in seeds]))} | "
                 f"{report.number(_median([s['seconds_to_target'] for s in seeds]))} | "

@@ -36,10 +36,20 @@ def _median(values: List[Optional[float]]) -> Optional[float]:
     return float(np.median(present)) if present else None
 
 
-def _cell_medians(experiment: Dict) -> Dict[str, Optional[float]]:
-    """{cell: median wall seconds to target} of the cells whose seeds have ledgers."""
-    return {cell["name"]: _median([wall_seconds_to_target(s["ledger"]) for s in cell["seeds"]])
+def _cell_medians(experiment: Dict, figure) -> Dict[str, Optional[float]]:
+    """{cell: median of `figure(ledger)`} of the cells whose seeds have ledgers."""
+    return {cell["name"]: _median([figure(s["ledger"]) for s in cell["seeds"]])
             for cell in experiment["cells"] if all(s.get("ledger") for s in cell["seeds"])}
+
+
+def _medians_line(experiment: Dict, baseline: Optional[str], figure, what: str) -> str:
+    """'Median wall seconds WHAT: cell: m s (r x baseline); ...'."""
+    medians = _cell_medians(experiment, figure)
+    base = medians.get(baseline)
+    parts = [f"{name}: {'—' if m is None else f'{m:.1f}'} s" + (
+        f" ({m / base:.2f}x {baseline})" if base and m and name != baseline else "")
+        for name, m in medians.items()]
+    return f"Median wall seconds {what}: " + "; ".join(parts) + "."
 
 
 def _faults(ledger: Dict) -> str:
@@ -58,27 +68,27 @@ def _row(cell: str, seed: Dict) -> str:
     reached = ledger.get("reached")
     wall = "—" if not reached else f"{reached['wall_seconds']:.1f} ({reached['env_steps']:,})"
     zeros = ", ".join(str(ledger[k]) for k in ZEROS)
-    return (f"| {cell} | {seed['seed']} | {wall} | {_faults(ledger)} | {_restarts(ledger)} | "
+    return (f"| {cell} | {seed['seed']} | {ledger['wall_seconds']:.1f} | {wall} | "
+            f"{_faults(ledger)} | {_restarts(ledger)} | "
             f"{ledger['seconds_lost']:.1f} | {zeros} | {ledger['longest_stop_secs']:.1f} |")
 
 
 def chaos_table(experiment: Dict) -> str:
-    """Markdown: every chaos seed's ledger, then each cell's median against the
-    fault-free cell's ('' for an experiment without ledgers)."""
-    medians = _cell_medians(experiment)
+    """Markdown: every chaos seed's ledger, then each cell's median wall seconds (of
+    the whole command, and to the target) against the fault-free cell's ('' for an
+    experiment without ledgers)."""
+    medians = _cell_medians(experiment, wall_seconds_to_target)
     if not medians:
         return ""
-    rows = ["| cell | seed | wall s to target (env steps) | faults (outside; env "
+    rows = ["| cell | seed | wall s | wall s to target (env steps) | faults (outside; env "
             "exceptions) | restarts (learner, actors; env rebuilds) | s without training "
             "after learner restarts | processes left, unreadable checkpoints, duplicated "
-            "unrolls, hangs | longest stop s |", "|---|---:|---:|---|---|---:|---|---:|"]
+            "unrolls, hangs | longest stop s |", "|---|---:|---:|---:|---|---|---:|---|---:|"]
     rows += [_row(cell["name"], seed) for cell in experiment["cells"] if cell["name"] in medians
              for seed in cell["seeds"]]
-    baseline = [c["name"] for c in experiment["cells"] if c["name"] in medians
-                and not any(s["ledger"]["faults"] for s in c["seeds"])]
-    base = medians[baseline[0]] if baseline else None
-    lines = [f"{name}: {'—' if m is None else f'{m:.1f}'} s" + (
-        f" ({m / base:.2f}x {baseline[0]})" if base and m and name != baseline[0] else "")
-        for name, m in medians.items()]
-    return "\n".join(rows) + "\n\nMedian wall seconds from the command to the target: " + \
-        "; ".join(lines) + "."
+    baseline = next((c["name"] for c in experiment["cells"] if c["name"] in medians
+                     and not any(s["ledger"]["faults"] for s in c["seeds"])), None)
+    return "\n".join(rows + ["", _medians_line(
+        experiment, baseline, lambda ledger: ledger["wall_seconds"], "of the whole command"),
+        "", _medians_line(experiment, baseline, wall_seconds_to_target,
+                          "from the command to the target")])

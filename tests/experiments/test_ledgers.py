@@ -8,6 +8,7 @@ from alf_async.experiments import ledgers
 
 def _ledger(wall, faults=None, restarts=None, hangs=0):
     return dict(faults=faults or {}, restarts=restarts or {}, env_restarts=3,
+                wall_seconds=90.0 if wall is None else 2 * wall,
                 seconds_lost=4.25, reached=None if wall is None else
                 dict(wall_seconds=wall, env_steps=150_000), processes_left=0,
                 unreadable_checkpoints=0, duplicated_unrolls=0, hangs=hangs,
@@ -27,10 +28,13 @@ def test_the_table_has_every_seed_and_the_median_ratio_to_the_fault_free_cell():
               restarts={"learner": 2, "actor 0": 1, "actor 1": 2})]))
     rows = [line for line in table.splitlines() if line.startswith("| faults=")]
     assert len(rows) == 6
-    assert rows[3] == ("| faults=all | 0 | 40.0 (150,000) | 3; 5 | 2, 3; 3 | 4.2 | "
+    assert rows[3] == ("| faults=all | 0 | 80.0 | 40.0 (150,000) | 3; 5 | 2, 3; 3 | 4.2 | "
                        "0, 0, 0, 0 | 1.5 |")
-    assert "| faults=all | 1 | — |" in rows[4]
-    assert table.endswith("faults=none: 25.0 s; faults=all: 37.5 s (1.50x faults=none).")
+    assert "| faults=all | 1 | 90.0 | — |" in rows[4]
+    assert ("Median wall seconds of the whole command: faults=none: 50.0 s; faults=all: "
+            "80.0 s (1.60x faults=none).") in table
+    assert table.endswith("Median wall seconds from the command to the target: faults=none: "
+                          "25.0 s; faults=all: 37.5 s (1.50x faults=none).")
 
 
 def test_an_experiment_without_ledgers_has_no_table_and_a_run_without_one_reads_none(

@@ -115,6 +115,7 @@ def test_a_resumed_runs_pause_is_not_counted(tmp_path):
 
 def test_a_chaos_seeds_ledger_goes_into_the_summary_and_the_results_page(experiment, tmp_path):
     ledger = dict(faults={"actor_kill": 2}, restarts={"actor 0": 2}, env_restarts=0,
+                  wall_seconds=40.0,
                   seconds_lost=0.0, reached=dict(wall_seconds=33.5, env_steps=3000),
                   processes_left=0, unreadable_checkpoints=0, duplicated_unrolls=0, hangs=0,
                   longest_stop_secs=0.4)
@@ -124,5 +125,5 @@ def test_a_chaos_seeds_ledger_goes_into_the_summary_and_the_results_page(experim
     summary = report.write_report([experiment], str(tmp_path / "out"))
     assert all(s["ledger"] == ledger for s in summary["experiments"][0]["cells"][0]["seeds"])
     page = open(tmp_path / "out" / "results.md").read()
-    assert "| ppo | 1 | 33.5 (3,000) | 2; 0 | 0, 2; 0 |" in page
-    assert "Median wall seconds from the command to the target: ppo: 33.5 s." in page
+    assert "| ppo | 1 | 40.0 | 33.5 (3,000) | 2; 0 | 0, 2; 0 |" in page
+    assert "Median wall seconds of the whole command: ppo: 40.0 s." in page
