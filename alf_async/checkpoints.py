@@ -13,6 +13,7 @@ import shutil
 from typing import List, Optional
 
 import gin
+import numpy as np
 import tensorflow as tf
 from absl import logging
 
@@ -31,9 +32,11 @@ class Counters(tf.Module):
         reached_env_steps, reached_seconds: where the average return first
             reached `train.report_return` (-1: not yet), so that a resumed run
             keeps the first crossing.
+        recent_episodes, num_recent: the (return, length) of the episodes the
+            average return covered at the last save (`keep_episodes`).
     """
 
-    def __init__(self, learner):
+    def __init__(self, learner, window: int = 100):
         super().__init__(name="counters")
         self.iteration = learner.train_step
         self.env_steps = learner.env_steps
@@ -41,6 +44,22 @@ class Counters(tf.Module):
         self.seconds = tf.Variable(0.0, dtype=tf.float64, name="seconds")
         self.reached_env_steps = tf.Variable(-1, dtype=tf.int64, name="reached_env_steps")
         self.reached_seconds = tf.Variable(-1.0, dtype=tf.float64, name="reached_seconds")
+        self.recent_episodes = tf.Variable(tf.zeros([window, 2], tf.float64),
+                                           name="recent_episodes")
+        self.num_recent = tf.Variable(0, dtype=tf.int64, name="num_recent")
+
+    def keep_episodes(self, episodes: np.ndarray) -> None:
+        """Keeps the newest `window` of `[n, 2]` (return, length) rows for the checkpoint."""
+        window = self.recent_episodes.shape[0]
+        episodes = np.asarray(episodes, np.float64).reshape(-1, 2)[-window:]
+        padded = np.zeros(self.recent_episodes.shape, np.float64)
+        padded[:len(episodes)] = episodes
+        self.recent_episodes.assign(padded)
+        self.num_recent.assign(len(episodes))
+
+    def kept_episodes(self) -> np.ndarray:
+        """The rows `keep_episodes` kept (restored with a checkpoint), oldest first."""
+        return self.recent_episodes.numpy()[:int(self.num_recent)]
 
 
 def checkpoint_manager(checkpoint: tf.train.Checkpoint, root_dir: str, worker: int,

@@ -83,6 +83,22 @@ class EpisodeStats:
             return [float(np.mean([r for r, _ in recent])) if recent else float("nan")
                     for recent in self._recent_by_env]
 
+    @property
+    def window(self) -> int:
+        return self._recent.maxlen
+
+    def recent(self) -> np.ndarray:
+        """`[n, 2]` float64 (return, length) of the window's episodes, oldest first."""
+        with self._lock:
+            return np.asarray(self._recent, np.float64).reshape(-1, 2)
+
+    def resume(self, episodes: np.ndarray) -> None:
+        """Starts the window with `episodes` (`recent()` of the run before a restart):
+        a resumed learner's averages go on from where they were, not from the few
+        (short) episodes that end first after it."""
+        with self._lock:
+            self._recent.extend((float(r), float(n)) for r, n in episodes)
+
     def averages(self):
         """`(average_return, average_episode_length)` over the window, NaN if empty."""
         with self._lock:

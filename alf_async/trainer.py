@@ -144,10 +144,11 @@ def train(root_dir: str,
         algorithm, learner, driver, loop = build(algorithm_class, seed, serve_port,
                                                  os.path.join(root_dir, "replay"))
         worker = worker_index(learner.strategy)  # 0: the chief, which writes everything
-        counters = checkpoints.Counters(learner)
+        counters = checkpoints.Counters(learner, driver.stats.window)
         checkpoint = tf.train.Checkpoint(algorithm=algorithm, learner=learner, counters=counters)
         manager = checkpoints.checkpoint_manager(checkpoint, root_dir, worker, max_checkpoints)
         checkpoints.restore(root_dir, checkpoint, counters)
+        driver.stats.resume(counters.kept_episodes())
         config = checkpoints.write_config(root_dir) if worker == 0 else ""
         writer = (tf.summary.create_file_writer(os.path.join(root_dir, "train")) if worker == 0
                   else tf.summary.create_noop_writer())
@@ -166,6 +167,7 @@ def train(root_dir: str,
             _train_loop(learner, driver, loop, hooks, done, config, timeline, summary_interval)
         timeline.mark("training")
         progress.sync()
+        counters.keep_episodes(driver.stats.recent())
         checkpoints.save_and_export(manager, counters, algorithm, root_dir, worker)
         writer.flush()
         timeline.mark("checkpoint and export")

@@ -282,6 +282,7 @@ class Hooks:
             CheckpointWriteError: one failure more than `checkpoint_retries`.
         """
         self._progress.sync()
+        self._counters.keep_episodes(self._driver.stats.recent())
         try:
             checkpoints.save(self._manager, self._counters)
         except checkpoints.CheckpointWriteError as error:

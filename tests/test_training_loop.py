@@ -93,3 +93,31 @@ def test_the_starvation_hint_is_printed_once_then_only_every_few_minutes(clock, 
     console.log(_counters(), 1.0, 10.0, 0, starved, "")
     console.log(_counters(), 1.0, 10.0, 0, dict(dequeue_wait_ms=1.0, grad_ms=10.0), "")
     assert hints() == 2
+
+
+def test_the_average_returns_episodes_survive_a_checkpoint_and_seed_the_resumed_window(
+        tmp_path):
+    """A restarted learner's average return goes on from the saved window instead of
+    averaging the few (short) episodes that end first after the restart."""
+    import numpy as np
+    from tf_agents.trajectories import time_step as ts
+    from alf_async.metrics import EpisodeStats
+    stats = EpisodeStats(num_envs=1, batch_size=1, window=3)
+    for length in (500, 400, 300, 200):  # the window keeps the last 3: 400, 300, 200
+        steps = [ts.StepType.FIRST] + [ts.StepType.MID] * (length - 1) + [ts.StepType.LAST]
+        stats.update(np.ones((length + 1, 1), np.float32), np.array(steps)[:, None], 0)
+    counters = Counters(types.SimpleNamespace(train_step=tf.Variable(0, dtype=tf.int64),
+                                              env_steps=tf.Variable(0, dtype=tf.int64)),
+                        window=stats.window)
+    counters.keep_episodes(stats.recent())
+    path = tf.train.Checkpoint(counters=counters).save(str(tmp_path / "ckpt"))
+    restored = Counters(types.SimpleNamespace(train_step=tf.Variable(0, dtype=tf.int64),
+                                              env_steps=tf.Variable(0, dtype=tf.int64)),
+                        window=3)
+    tf.train.Checkpoint(counters=restored).restore(path).assert_consumed()
+    resumed = EpisodeStats(num_envs=1, batch_size=1, window=3)
+    resumed.resume(restored.kept_episodes())
+    assert resumed.averages() == stats.averages() == (300.0, 300.0)
+    resumed.update(np.ones((3, 1), np.float32), np.array(
+        [[ts.StepType.FIRST], [ts.StepType.MID], [ts.StepType.LAST]]), 0)  # a short one
+    assert resumed.averages() == (502.0 / 3, 502.0 / 3)  # 300, 200 and 2
