@@ -37,7 +37,7 @@ from typing import Dict, List, Optional, Sequence
 
 from absl import app, flags, logging
 
-from alf_async.spare import SPARE_NAME
+from alf_async.spare import SPARE_NAME, waiting
 
 KINDS = ("env_exception", "env_worker_kill", "actor_kill", "learner_kill", "learner_term",
          "checkpoint_write")
@@ -111,20 +111,20 @@ def schedule(kinds: Sequence[str], mean_interval_secs: float, horizon_secs: floa
 
 def _proc_table() -> Dict[int, tuple]:
     """{pid: (ppid, session, cmdline)} of the live, non-zombie processes; a warm
-    spare that waits (process name `SPARE_NAME`) has the cmdline `SPARE_NAME`."""
+    spare that waits (`spare.waiting`) has the cmdline `SPARE_NAME`."""
     table = {}
     for entry in filter(str.isdigit, os.listdir("/proc")):
         try:
             with open(f"/proc/{entry}/stat") as stat:
                 name, fields = stat.read().split("(", 1)[1].rsplit(")", 1)
             with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
-                command = cmdline.read().replace(b"\0", b" ").decode(errors="replace")
+                argv = cmdline.read().decode(errors="replace").split("\0")
         except (FileNotFoundError, ProcessLookupError, PermissionError):
             continue
         fields = fields.split()
         if fields[0] != "Z":
             table[int(entry)] = (int(fields[1]), int(fields[3]),
-                                 SPARE_NAME if name == SPARE_NAME else command)
+                                 SPARE_NAME if waiting(argv, name) else " ".join(argv).strip())
     return table
 
 

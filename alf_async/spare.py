@@ -25,11 +25,20 @@ import os
 import resource
 import sys
 import threading
-from typing import Callable
+from typing import Callable, Sequence
 
 SPARE_NAME = "alf-spare"
 PROMOTE = b"go\n"
 _PR_SET_NAME = 15
+
+
+def waiting(cmdline: Sequence[str], name: str) -> bool:
+    """Whether a process of `cmdline` (its argv) and process name `name` is a spare
+    that has not been promoted (before it names itself too, at idle priority)."""
+    if "alf_async.spare" not in cmdline:
+        return False
+    module = cmdline[cmdline.index("alf_async.spare") + 1:][:1]
+    return not module or name != module[0].rsplit(".", 1)[-1] + ".py"
 
 
 def _set_name(name: str) -> None:
@@ -39,12 +48,14 @@ def _set_name(name: str) -> None:
         pass  # not Linux
 
 
-def _autogroup_nice(nice: int) -> None:
-    """Sets the autogroup's nice value of a session leader (never a shared session's)."""
-    if os.getsid(0) != os.getpid():
-        return
+def _autogroup_nice(nice: int, pid: int = 0) -> None:
+    """Sets the autogroup's nice value of a session leader (never a shared session's),
+    this process's (pid 0) or another's."""
+    pid = pid or os.getpid()
     try:
-        with open("/proc/self/autogroup", "w") as autogroup:
+        if os.getsid(pid) != pid:
+            return
+        with open(f"/proc/{pid}/autogroup", "w") as autogroup:
             autogroup.write(str(nice))
     except OSError:
         pass  # no autogroups, or not allowed
@@ -63,11 +74,18 @@ def can_wait_idle() -> bool:
     return os.geteuid() == 0 or limit == resource.RLIM_INFINITY or limit >= 20
 
 
-def _normal_priority() -> None:
-    """This process back to normal priority: its autogroup, and every thread's policy
-    (allowed from SCHED_IDLE)."""
-    _autogroup_nice(0)
-    for tid in os.listdir("/proc/self/task"):
+def normal_priority(pid: int = 0) -> None:
+    """A process (0: this one) back to normal priority: its autogroup, and every
+    thread's policy (allowed from SCHED_IDLE). The supervisor gives a spare it
+    kills its priority back first: on a busy machine an idle process waits long
+    for a core to die on."""
+    pid = pid or os.getpid()
+    _autogroup_nice(0, pid)
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return  # gone
+    for tid in tids:
         try:
             os.sched_setscheduler(int(tid), os.SCHED_OTHER, os.sched_param(0))
         except (OSError, AttributeError):
@@ -119,9 +137,9 @@ def main(argv) -> int:
     imported = _import_in_background(argv[0])
     if sys.stdin.buffer.readline() != PROMOTE:
         return 0
-    _normal_priority()
+    normal_priority()
     module = imported()
-    _normal_priority()  # the threads the import started meanwhile too
+    normal_priority()  # the threads the import started meanwhile too
     _set_name(os.path.basename(module.__file__))
     sys.argv = [module.__file__, *argv[1:]]
     module.run()

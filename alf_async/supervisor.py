@@ -186,10 +186,16 @@ class Child:
         if self.process is not None:
             _signal_session(self.process, signum)
 
-    def drop_spare(self) -> None:
+    def drop_spare(self, wait: bool = True) -> None:
+        """SIGKILLs the spare's session; with `wait`, reaps it too. A spare at idle
+        priority may wait for a core to die on a busy machine: a stop signals
+        the spares first and reaps them last."""
         if self.spare is not None:
-            _kill_session(self.spare)
-            self.spare = None
+            spare_lib.normal_priority(self.spare.pid)
+            _signal_session(self.spare, signal.SIGKILL)
+            if wait:
+                _kill_session(self.spare)
+                self.spare = None
 
 
 def _signal_session(process: subprocess.Popen, signum: int) -> None:
@@ -300,7 +306,7 @@ class Supervisor:
         SIGKILL to what is left after the grace."""
         for child in self.children:
             child.restart_at = None
-            child.drop_spare()
+            child.drop_spare(wait=False)
             if child.running:
                 child.signal_group(signal.SIGTERM)
         deadline = time.monotonic() + self._grace
@@ -311,11 +317,13 @@ class Supervisor:
     def _kill_all(self) -> None:
         """SIGKILLs every child's session and reaps the children."""
         for child in self.children:
-            child.drop_spare()
+            child.drop_spare(wait=False)
             child.signal_group(signal.SIGKILL)
+        for child in self.children:
             if child.process is not None:
                 try:
                     child.process.wait(timeout=10)
                 except subprocess.TimeoutExpired:
                     logging.error("launch: %s (pid %d) did not die on SIGKILL",
                                   child.spec.name, child.process.pid)
+            child.drop_spare()

@@ -14,6 +14,8 @@ import time
 
 import pytest
 
+from alf_async.spare import can_wait_idle, waiting
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GIN = "gin_configs/ppo_remote.gin"
 
@@ -42,6 +44,20 @@ def _processes():
 
 def _sessions_of_children(pid):
     return {sid for ppid, sid in _processes().values() if ppid == pid}
+
+
+# The learner's and two actors' sessions, and their warm spares' where they can wait idle.
+SESSIONS = 6 if can_wait_idle() else 3
+
+
+def _is_learner(pid):
+    """The learner, cold or a promoted spare (not a spare that waits)."""
+    try:
+        with open(f"/proc/{pid}/comm") as comm, open(f"/proc/{pid}/cmdline") as cmdline:
+            argv = cmdline.read().split("\0")
+            return "alf_async.train" in argv and not waiting(argv, comm.read().strip())
+    except FileNotFoundError:
+        return False
 
 
 def _left_in(sessions):
@@ -96,10 +112,10 @@ def test_a_killed_learner_is_restarted_resumes_and_the_run_reaches_475(tmp_path)
             assert time.monotonic() < deadline and proc.poll() is None
             time.sleep(0.2)
         sessions = _sessions_of_children(proc.pid)
-        assert len(sessions) == 3  # the learner's and two actors'
+        assert len(sessions) == SESSIONS
         learner_pid = [pid for pid, (ppid, sid) in _processes().items()
-                       if ppid == proc.pid and "alf_async.train" in
-                       open(f"/proc/{pid}/cmdline").read()]
+                       if ppid == proc.pid and _is_learner(pid)]
+        assert len(learner_pid) == 1
         os.kill(learner_pid[0], signal.SIGKILL)
         assert proc.wait(timeout=500) == 0, open(tmp_path / "launch.log").read()[-3000:]
         log = open(tmp_path / "launch.log").read()
@@ -123,7 +139,7 @@ def test_sigterm_stops_everything_within_5_s_after_a_learner_checkpoint(tmp_path
     try:
         _wait_for_line(tmp_path / "launch.log", r"iteration \d+ \| env steps", proc, 240)
         sessions = _sessions_of_children(proc.pid)
-        assert len(sessions) == 3
+        assert len(sessions) == SESSIONS
         start = time.monotonic()
         os.kill(proc.pid, signal.SIGTERM)
         assert proc.wait(timeout=30) == 128 + signal.SIGTERM

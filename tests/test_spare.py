@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from alf_async.spare import PROMOTE, SPARE_NAME
+from alf_async.spare import PROMOTE, SPARE_NAME, waiting
 
 TESTS = os.path.dirname(os.path.abspath(__file__))
 
@@ -115,3 +115,11 @@ def test_a_spare_promoted_during_its_import_finishes_it_at_normal_priority(tmp_p
     assert ledger_lines(ledger) == []  # still importing
     release.touch()
     wait_for(lambda: ledger_lines(ledger) == ["start", str(spare.pid)])
+
+
+def test_waiting_tells_a_spare_that_waits_from_a_promoted_one_and_from_others():
+    spare = ["python", "-m", "alf_async.spare", "alf_async.train", "--root_dir=x"]
+    assert waiting(spare, "python")  # not yet named: still starting, idle
+    assert waiting(spare, SPARE_NAME)
+    assert not waiting(spare, "train.py")  # promoted
+    assert not waiting(["python", "-m", "alf_async.train", "--root_dir=x"], "train.py")
