@@ -46,7 +46,7 @@ def test_a_real_run_reports_phases_that_fit_in_its_wall_time():
     run = json.loads(result.stdout.splitlines()[0])
     threads = {"compile ActorThread0", "compile EnvThread0", "compile EnvThread1",
                "compile LogThread"}
-    phases = {"imports", "build", "compile", "first iteration", "training",
+    phases = {"imports", "build", "compile", "update compiled", "first iteration", "training",
               "checkpoint and export"}
     assert threads | phases | {"seed", "wall", "tf_import", "wall_per_tf_import"} == set(run)
     assert run["wall_per_tf_import"] == pytest.approx(run["wall"] / run["tf_import"], abs=0.01)
