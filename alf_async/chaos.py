@@ -4,9 +4,10 @@
         --seed=1 --actors=2
 
 runs `python -m alf_async.launch` (a learner and `--actors` actor processes)
-and, once the learner trains, injects the faults of `--faults` at times drawn
+and, once the learner trains, injects the faults of `--faults` at points drawn
 from a schedule seeded by `--seed` (exponential gaps of mean
-`--mean_interval_secs`, every kind in turn):
+`--mean_interval_secs`, or of `--mean_interval_env_steps` of training
+progress, every kind in turn):
 
 - env_exception: inside the envs, with probability `--env_fault_p` per step
   (`create_environment.step_fault_probability`, rebuilt by the env threads);
@@ -33,7 +34,7 @@ import signal
 import subprocess
 import sys
 import time
-from typing import Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence
 
 from absl import app, flags, logging
 
@@ -58,6 +59,9 @@ def _define_flags() -> None:
     flags.DEFINE_string("faults", "all", "Comma-separated fault kinds, 'all' or 'none'.")
     flags.DEFINE_float("env_fault_p", 0.0005, "env_exception's probability per env step.")
     flags.DEFINE_float("mean_interval_secs", 15.0, "Mean seconds between injected faults.")
+    flags.DEFINE_integer("mean_interval_env_steps", 0, "Mean env steps of training progress "
+                         "(the most any learner logged) between injected faults, instead of "
+                         "--mean_interval_secs (0): the same schedule however fast the run.")
     flags.DEFINE_integer("rounds", 0, "Rounds of faults (each kind once per round); 0: until "
                          "the run ends.")
     flags.DEFINE_float("timeout_secs", 1800.0, "The run is stopped (and fails) after this.")
@@ -85,13 +89,14 @@ def parse_kinds(text: str) -> List[str]:
     return kinds
 
 
-def schedule(kinds: Sequence[str], mean_interval_secs: float, horizon_secs: float,
+def schedule(kinds: Sequence[str], mean_interval: float, horizon: float,
              seed: int, rounds: int = 0) -> List[tuple]:
-    """`(seconds after training started, kind)` of the outside faults, in order.
+    """`(when, kind)` of the outside faults, in order: `when` in seconds after training
+    started, or in env steps.
 
     Every kind comes once per round (`rounds` of them; 0: until the
     horizon), in a seeded order; the gaps are exponential with mean
-    `mean_interval_secs`.
+    `mean_interval`.
     """
     rng = random.Random(seed)
     outside = [kind for kind in kinds if kind in OUTSIDE]
@@ -100,8 +105,8 @@ def schedule(kinds: Sequence[str], mean_interval_secs: float, horizon_secs: floa
         order = list(outside)
         rng.shuffle(order)
         for kind in order:
-            now += rng.expovariate(1.0 / mean_interval_secs)
-            if now > horizon_secs:
+            now += rng.expovariate(1.0 / mean_interval)
+            if now > horizon:
                 return plan
             plan.append((now, kind))
     return plan
@@ -370,19 +375,33 @@ def _wait_for_training(proc, log_path: str, deadline: float) -> bool:
     return False
 
 
-def _inject_until_done(proc, injector: Injector, plan, deadline: float) -> Dict[str, int]:
+def progress_env_steps(log: str) -> int:
+    """The most env steps any learner of the run logged (a resumed one repeats some)."""
+    return max(map(int, re.findall(r"\| env steps (\d+) \|", log)), default=0)
+
+
+def _progress(log_path: str) -> Callable[[], float]:
+    """Where the run is on the schedule's axis: env steps or seconds from now."""
+    if FLAGS.mean_interval_env_steps:
+        return lambda: progress_env_steps(_read(log_path))
+    start = time.monotonic()
+    return lambda: time.monotonic() - start
+
+
+def _inject_until_done(proc, injector: Injector, plan, deadline: float,
+                       progress: Callable[[], float]) -> Dict[str, int]:
     """Injects `plan` while the launch runs; returns the faults injected, by kind."""
     injected = {}
-    start = time.monotonic()
     while proc.poll() is None and time.monotonic() < deadline:
         injector.clear_blockers()
-        if plan and time.monotonic() - start >= plan[0][0]:
+        now = progress() if plan else 0.0
+        if plan and now >= plan[0][0]:
             _, kind = plan.pop(0)
             if injector.inject(kind):
                 injected[kind] = injected.get(kind, 0) + 1
-                logging.info("chaos: %s at %.1f s", kind, time.monotonic() - start)
-            else:
-                plan.insert(0, (time.monotonic() - start + 1.0, kind))  # no target yet
+                logging.info("chaos: %s at %.1f", kind, now)
+            else:  # no target yet: at the next bit of progress
+                plan.insert(0, (now + (1 if FLAGS.mean_interval_env_steps else 1.0), kind))
         time.sleep(0.1)
     injector.clear_blockers(force=True)
     return injected
@@ -423,9 +442,13 @@ def run(kinds: List[str]) -> dict:
         injected = {}
         if _wait_for_training(proc, log_path, deadline):
             tree.learner()  # note the sessions
-            plan = schedule(kinds, FLAGS.mean_interval_secs, FLAGS.timeout_secs, FLAGS.seed,
+            by_steps = FLAGS.mean_interval_env_steps > 0
+            plan = schedule(kinds, FLAGS.mean_interval_env_steps if by_steps
+                            else FLAGS.mean_interval_secs,
+                            float("inf") if by_steps else FLAGS.timeout_secs, FLAGS.seed,
                             FLAGS.rounds)
-            injected = _inject_until_done(proc, injector, plan, deadline)
+            injected = _inject_until_done(proc, injector, plan, deadline,
+                                          _progress(log_path))
         final_stop = _stop(proc)
     finally:
         signal.signal(signal.SIGTERM, previous)
@@ -460,6 +483,11 @@ def main(argv) -> None:
         if FLAGS.mean_interval_secs <= 0:
             raise ValueError(f"--mean_interval_secs must be > 0, got "
                              f"{FLAGS.mean_interval_secs}")
+        if FLAGS.mean_interval_env_steps < 0:
+            raise ValueError(f"--mean_interval_env_steps must be >= 0, got "
+                             f"{FLAGS.mean_interval_env_steps}")
+        if FLAGS.mean_interval_env_steps and not FLAGS.rounds:
+            raise ValueError("--mean_interval_env_steps needs --rounds >= 1")
     except ValueError as error:
         logging.error("Bad setting: %s", error)
         sys.exit(2)

@@ -10,9 +10,10 @@ connects to it. A process that exits abnormally is restarted with backoff
 within `--max_restarts` per `--restart_window_secs`; a restarted learner
 resumes from its latest checkpoint and the actors, which wait for it as long
 as the launch runs, rejoin it. With `--warm_spares` each process has a
-spare beside it that imports everything at idle priority and waits
-(`alf_async.spare`); its next restart is that spare's promotion, seconds
-sooner than a cold start. Ctrl-C or SIGTERM stops everything within 5 s, the
+spare beside it that imports everything and waits (`alf_async.spare`; the
+learner's also builds and runs its update once, at normal priority, the
+actors' at idle priority); its next restart is that spare's promotion,
+seconds sooner than a cold start. Ctrl-C or SIGTERM stops everything within 5 s, the
 learner checkpointing first.
 
 Exit status: the learner's when it finishes (0), 1 when a process's restart
@@ -23,13 +24,13 @@ when stopped by one. See docs/reliability.md.
 import os
 import socket
 import sys
-from typing import List, Sequence
+from typing import List, Optional, Sequence
 
 from absl import app, flags, logging
 
 from alf_async.config import check_gin_files, check_writable
 from alf_async.signals import SignalStop
-from alf_async.spare import can_wait_idle
+from alf_async.spare import NORMAL_PRIORITY, can_wait_idle
 from alf_async.supervisor import ChildSpec, RestartPolicy, Supervisor
 
 flags.DEFINE_string("root_dir", None, "The learner's run directory (as for alf_async.train).")
@@ -41,8 +42,9 @@ flags.DEFINE_integer("max_restarts", 5, "Restarts allowed to each process within
                      "--restart_window_secs; one more and the launch stops (exit status 1).")
 flags.DEFINE_float("restart_window_secs", 600.0, "The window of --max_restarts, in seconds.")
 flags.DEFINE_integer("tf_threads", 0, "The learner's --tf_threads.")
-flags.DEFINE_bool("warm_spares", True, "Keep a warm spare of every process (imports done, "
-                  "idle priority) that a restart promotes instead of starting cold.")
+flags.DEFINE_bool("warm_spares", True, "Keep a warm spare of every process (imports done; "
+                  "the learner's also built and its update run once) that a restart "
+                  "promotes instead of starting cold.")
 flags.mark_flag_as_required("root_dir")
 FLAGS = flags.FLAGS
 
@@ -63,26 +65,38 @@ def _gin_args(gin_files: Sequence[str], gin_params: Sequence[str]) -> List[str]:
             + [f"--gin_param={param}" for param in gin_params])
 
 
-def _module_spec(name: str, module: str, args: List[str], warm_spare: bool,
+def _module_spec(name: str, module: str, args: List[str], spare: Optional[str],
                  **kwargs) -> ChildSpec:
-    """`python -m module args`, with its `alf_async.spare` command if `warm_spare`."""
-    spare = [sys.executable, "-m", "alf_async.spare", module, *args] if warm_spare else None
-    return ChildSpec(name, [sys.executable, "-m", module, *args], spare_argv=spare, **kwargs)
+    """`python -m module args`, with its `alf_async.spare` command at `spare` priority
+    ('idle' or 'normal'; None: no spare)."""
+    options = [NORMAL_PRIORITY] if spare == "normal" else []
+    spare_argv = ([sys.executable, "-m", "alf_async.spare", *options, module, *args]
+                  if spare else None)
+    return ChildSpec(name, [sys.executable, "-m", module, *args], spare_argv=spare_argv,
+                     **kwargs)
 
 
 def child_specs(root_dir: str, gin_files: Sequence[str], gin_params: Sequence[str],
                 actors: int, port: int, tf_threads: int = 0,
                 warm_spares: bool = False) -> List[ChildSpec]:
-    """The learner (primary) and `actors` actor processes serving/using `port`."""
+    """The learner (primary) and `actors` actor processes serving/using `port`.
+
+    With `warm_spares`, the learner's spare gets ready (imports, build, the
+    update run once) at normal priority: training stops while the learner
+    is down, and on a loaded machine an idle spare would never be ready.
+    The actors' spares wait at idle priority: the other actors feed the
+    learner meanwhile.
+    """
     learner = _module_spec("learner", "alf_async.train", [
         f"--root_dir={root_dir}", f"--serve_port={port}", f"--tf_threads={tf_threads}",
-        *_gin_args(gin_files, gin_params)], warm_spares, primary=True)
+        *_gin_args(gin_files, gin_params)], "normal" if warm_spares else None, primary=True)
     logs = os.path.join(root_dir, "logs")
     os.makedirs(logs, exist_ok=True)
     return [learner] + [
         _module_spec(f"actor {task}", "alf_async.actor", [
             f"--server=127.0.0.1:{port}", f"--task={task}",
-            *_gin_args(gin_files, list(gin_params) + _ACTOR_WAITS)], warm_spares,
+            *_gin_args(gin_files, list(gin_params) + _ACTOR_WAITS)],
+            "idle" if warm_spares else None,
             log_path=os.path.join(logs, f"actor_{task}.log"))
         for task in range(actors)]
 

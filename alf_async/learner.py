@@ -227,22 +227,50 @@ class Learner(tf.Module):
             clock.add("load", time.perf_counter() - start)
         return self.update(placed, clock).losses
 
-    def trace(self, batch: LearnBatch) -> None:
+    def trace(self, batch: LearnBatch) -> bool:
         """Compiles the update for learn batches shaped like `batch` (a zeros batch
         will do: nothing is trained or observed), so that the first update need not.
+        Returns whether it did.
 
         A failure only logs a warning: the first update then compiles it.
         """
         start = time.perf_counter()
         try:
-            experience, (bootstrap, weights) = self._distribute(batch)
-            self._train.get_concrete_function(experience, bootstrap, weights,
-                                              batch.experience.policy_version)
+            self._train.get_concrete_function(*self._update_args(batch))
         except Exception as error:  # pylint: disable=broad-except  # the first update retries
             logging.warning("Compiling the update ahead failed (the first update compiles "
                             "it): %s", str(error).splitlines()[0] if str(error) else error)
-            return
+            return False
         logging.debug("Compiled the update in %.2f s", time.perf_counter() - start)
+        return True
+
+    def warm_up(self, batch: LearnBatch) -> None:
+        """`trace()`, then one update on `batch` (zeros will do), after which every
+        variable it changed is put back: the first real update then also skips
+        TensorFlow's optimising and instantiating the function (about a second).
+
+        Not thread-safe: nothing may read the variables meanwhile (acting
+        threads, the weights publisher), so call it before the driver starts.
+        A warm spare does, before its promotion. A failure logs a warning.
+        """
+        if not self.trace(batch):
+            return
+        variables = list({id(v): v for v in [*self.variables,
+                                               *self.optimizer.variables]}.values())
+        with self._strategy.scope():
+            saved = [tf.identity(variable) for variable in variables]
+            try:
+                self._train(*self._update_args(batch))
+            except Exception as error:  # pylint: disable=broad-except  # the first update retries
+                logging.warning("Running the update ahead failed: %s",
+                                str(error).splitlines()[0] if str(error) else error)
+            finally:
+                for variable, value in zip(variables, saved):
+                    variable.assign(value)
+
+    def _update_args(self, batch: LearnBatch) -> tuple:
+        experience, (bootstrap, weights) = self._distribute(batch)
+        return experience, bootstrap, weights, batch.experience.policy_version
 
     def place(self, batch: LearnBatch) -> DeviceBatch:
         """Copies a learn batch onto the replicas' devices.
@@ -283,8 +311,8 @@ class Learner(tf.Module):
         start = time.perf_counter()
         update = int(self.train_step) + 1
         try:
-            info, per_item = self._train(batch.experience, batch.bootstrap, batch.weights,
-                                         batch.policy_version)
+            info, per_item, lag = self._train(batch.experience, batch.bootstrap,
+                                              batch.weights, batch.policy_version)
         except tf.errors.InvalidArgumentError as error:
             if _NON_FINITE not in str(error):
                 raise
@@ -298,6 +326,7 @@ class Learner(tf.Module):
             return Update({}, {})
         if clock is not None:
             clock.add("grad", time.perf_counter() - start)
+        self._summarize(info, lag)
         return Update(info, {k: v.numpy() for k, v in per_item.items()})
 
     def all_workers_sum(self, value: int) -> int:
@@ -356,6 +385,15 @@ class Learner(tf.Module):
         per_item = self._per_item(samples, weights, totals) if tf.nest.flatten(weights) else {}
         self.train_step.assign_add(1)
         means = {k: v / num_steps for k, v in totals.items()}
+        lag = {"min": tf.reduce_min(lag), "mean": tf.reduce_mean(lag), "max": tf.reduce_max(lag)}
+        return means, per_item, lag
+
+    def _summarize(self, means: Dict[str, tf.Tensor], lag: Dict[str, tf.Tensor]) -> None:
+        """Writes an update's `loss/*` and `learner/*` summaries, if the default writer
+        records now. Eager, outside the compiled update: its trace does not depend
+        on the writer (a warm spare compiles it before it has one)."""
+        if not tf.summary.should_record_summaries():
+            return
         step = self.train_step
         for key, value in means.items():
             family = "learner" if key == "grad_norm" else "loss"
@@ -363,10 +401,8 @@ class Learner(tf.Module):
         tf.summary.scalar("learner/learning_rate", self.optimizer.learning_rate, step=step)
         for name, value in self._algorithm.scalars().items():
             tf.summary.scalar(f"learner/{name}", value, step=step)
-        tf.summary.scalar("learner/policy_lag_min", tf.reduce_min(lag), step=step)
-        tf.summary.scalar("learner/policy_lag_mean", tf.reduce_mean(lag), step=step)
-        tf.summary.scalar("learner/policy_lag_max", tf.reduce_max(lag), step=step)
-        return means, per_item
+        for name, value in lag.items():
+            tf.summary.scalar(f"learner/policy_lag_{name}", value, step=step)
 
     def _preprocess(self, experience, bootstrap, weights):
         """The algorithm's samples; with weights, each sample's is its column's (`weight`)."""

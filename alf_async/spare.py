@@ -7,7 +7,9 @@ stdin at the lowest CPU priority (`SCHED_IDLE`, and its session's autogroup
 at nice 19: it takes only idle cores). A line `go` promotes it: every thread
 goes back to normal priority and it runs
 the module's `run()` with the arguments given, as `python -m alf_async.train
---root_dir=runs/x ...` would. End of input (its supervisor is gone) ends it
+--root_dir=runs/x ...` would. A module that declares `RUNS_AHEAD = True`
+is run at once instead, and waits itself (`await_promotion()`) where it
+would first act: `train` builds and compiles its update ahead (a hot spare). End of input (its supervisor is gone) ends it
 with status 0 and nothing run. The supervisor keeps one per child and starts
 a child's restart from it (`ChildSpec.spare_argv`), which saves the imports.
 Where autogroup scheduling is on (one CPU share per session) a spare in a
@@ -25,10 +27,11 @@ import os
 import resource
 import sys
 import threading
-from typing import Callable, Sequence
+from typing import Optional, Sequence
 
 SPARE_NAME = "alf-spare"
 PROMOTE = b"go\n"
+NORMAL_PRIORITY = "--normal_priority"  # a first argument: get ready at normal priority
 _PR_SET_NAME = 15
 
 
@@ -37,7 +40,8 @@ def waiting(cmdline: Sequence[str], name: str) -> bool:
     that has not been promoted (before it names itself too, at idle priority)."""
     if "alf_async.spare" not in cmdline:
         return False
-    module = cmdline[cmdline.index("alf_async.spare") + 1:][:1]
+    module = [arg for arg in cmdline[cmdline.index("alf_async.spare") + 1:]
+              if arg != NORMAL_PRIORITY][:1]
     return not module or name != module[0].rsplit(".", 1)[-1] + ".py"
 
 
@@ -102,49 +106,81 @@ def idle_priority() -> None:
         pass
 
 
-def _import_in_background(name: str) -> Callable[[], object]:
-    """Imports `name` in a thread; returns `wait() -> module` (re-raises its error)."""
-    found = {}
+_promotion: Optional[threading.Event] = None  # in a spare: set by the word
 
-    def work():
-        try:
-            found["module"] = importlib.import_module(name)
-        except BaseException as error:  # pylint: disable=broad-except  # raised by wait()
-            found["error"] = error
 
-    thread = threading.Thread(target=work, name="SpareImport", daemon=True)
-    thread.start()
+def pending() -> bool:
+    """Whether this process is a spare that has not been promoted yet."""
+    return _promotion is not None and not _promotion.is_set()
 
-    def wait():
-        thread.join()
-        if "error" in found:
-            raise found["error"]
-        return found["module"]
-    return wait
+
+def await_promotion() -> None:
+    """In a spare, blocks until it is promoted, then runs every thread at normal
+    priority and takes the module's name; elsewhere returns at once.
+
+    A module that declares `RUNS_AHEAD = True` runs ahead in its spare and
+    calls this itself, before it first acts on the world (a port, the state
+    it resumes from, a file it writes); `main()` calls it for the others.
+    """
+    if _promotion is None:
+        return
+    _promotion.wait()
+    normal_priority()  # the threads started since the word too
+    _set_name(os.path.basename(sys.argv[0]))
+
+
+def _read_line(fd: int) -> bytes:
+    """A line from `fd`, unbuffered: no lock of `sys.stdin` held at the interpreter's
+    exit (a spare that runs ahead may exit before its word, with this still waiting)."""
+    line = b""
+    while not line.endswith(b"\n"):
+        byte = os.read(fd, 1)
+        if not byte:
+            break
+        line += byte
+    return line
+
+
+def _listen(promotion: threading.Event) -> None:
+    """Waits for the word on stdin: sets `promotion` at normal priority; anything
+    else (end of input: its supervisor is gone or drops it) ends the spare at once."""
+    if _read_line(0) != PROMOTE:
+        os._exit(0)  # nothing done yet that needs an orderly exit
+    normal_priority()  # an unfinished import or run-ahead goes on at full speed
+    promotion.set()
 
 
 def main(argv) -> int:
-    """`argv`: [MODULE, ARGS...]. Returns the exit status of an unpromoted spare.
+    """`argv`: [--normal_priority] MODULE ARGS... Returns the exit status of an
+    unpromoted spare.
 
-    The import runs in a thread while the main thread waits for the word: a
-    spare promoted before its import is done finishes it at normal priority.
+    The main thread imports the module (and runs it ahead, if it says so)
+    while a thread waits for the word; at idle priority unless
+    `--normal_priority` (a spare that must be ready soon, whatever the load).
     """
+    global _promotion
+    normal = argv[:1] == [NORMAL_PRIORITY]
+    argv = argv[1:] if normal else argv
     if not argv:
-        print("usage: python -m alf_async.spare MODULE [ARGS...]", file=sys.stderr)
+        print(f"usage: python -m alf_async.spare [{NORMAL_PRIORITY}] MODULE [ARGS...]",
+              file=sys.stderr)
         return 2
     _set_name(SPARE_NAME)
-    idle_priority()  # the supervisor's spares are idle from their exec on
-    imported = _import_in_background(argv[0])
-    if sys.stdin.buffer.readline() != PROMOTE:
-        return 0
-    normal_priority()
-    module = imported()
-    normal_priority()  # the threads the import started meanwhile too
-    _set_name(os.path.basename(module.__file__))
+    if not normal:
+        idle_priority()  # the supervisor's idle spares are idle from their exec on
+    _promotion = threading.Event()
+    threading.Thread(target=_listen, args=(_promotion,), name="SparePromotion",
+                     daemon=True).start()
+    module = importlib.import_module(argv[0])
     sys.argv = [module.__file__, *argv[1:]]
+    if not getattr(module, "RUNS_AHEAD", False):
+        await_promotion()
     module.run()
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    # The module itself, not this `__main__` copy: the command's `await_promotion()`
+    # must see the promotion `main()` sets up.
+    from alf_async import spare
+    sys.exit(spare.main(sys.argv[1:]))

@@ -39,8 +39,9 @@ class ChildSpec:
         log_path: its stdout and stderr are appended here (None: the supervisor's).
         primary: its exit with status 0 ends the group (the learner finished).
         spare_argv: the command line of its warm spare (`alf_async.spare`),
-            started beside the child at idle priority; a restart is then the
-            spare's promotion (None: a restart starts `argv` cold).
+            started beside the child at idle priority (unless it says
+            `--normal_priority`); a restart is then the spare's promotion
+            (None: a restart starts `argv` cold).
     """
     name: str
     argv: Sequence[str]
@@ -54,9 +55,12 @@ class RestartPolicy:
     """When and how soon a child that exited is started again.
 
     A child is restarted at most `max_restarts` times within any
-    `window_secs`. A child that ran at least `healthy_secs` is restarted at
-    once; one that dies sooner (a crash loop) waits `backoff_secs`, doubled
-    with every such quick death up to `max_backoff_secs`.
+    `window_secs`. A child that ran at least `healthy_secs`, or that a signal
+    from outside stopped (`STOPPED_FROM_OUTSIDE`: pre-emption, the OOM
+    killer, an operator), is restarted at once. One that fails by itself
+    sooner (an exit status or a crash signal: a crash loop) waits
+    `backoff_secs`, doubled with every such quick failure up to
+    `max_backoff_secs`.
     """
     max_restarts: int = 5
     window_secs: float = 600.0
@@ -72,6 +76,10 @@ class RestartPolicy:
         if self.window_secs <= 0:
             raise ValueError(f"--restart_window_secs must be > 0, got {self.window_secs}")
         return RestartBudget(self.max_restarts, self.window_secs, "--max_restarts")
+
+
+# Signals that stop a process from outside: no crash loop of its own, no backoff.
+STOPPED_FROM_OUTSIDE = frozenset({signal.SIGKILL, signal.SIGTERM, signal.SIGINT, signal.SIGHUP})
 
 
 def describe_status(returncode: int) -> str:
@@ -128,7 +136,8 @@ class Child:
             return subprocess.Popen(
                 list(argv), stdout=log, stderr=subprocess.STDOUT if log else None,
                 stdin=subprocess.PIPE if spare else None, start_new_session=True,
-                preexec_fn=(lambda: (die(), spare_lib.idle_priority())) if spare else die)
+                preexec_fn=(lambda: (die(), spare_lib.idle_priority()))
+                if spare and spare_lib.NORMAL_PRIORITY not in argv else die)
         finally:
             if log:
                 log.close()
@@ -168,11 +177,15 @@ class Child:
     def running(self) -> bool:
         return self.process is not None and self.process.returncode is None
 
-    def schedule_restart(self, now: float) -> Optional[float]:
-        """Schedules the next start; returns its delay, or None when the budget is spent."""
+    def schedule_restart(self, now: float, returncode: int = 1) -> Optional[float]:
+        """Schedules the next start after an exit with `returncode` (a `Popen`'s:
+        -N for signal N, 128 + N after a handled one); returns its delay, or None
+        when the budget is spent."""
         if not self._budget.allow(now):
             return None
-        if now - self._started >= self._policy.healthy_secs:
+        if (now - self._started >= self._policy.healthy_secs
+                or -returncode in STOPPED_FROM_OUTSIDE  # killed by it
+                or returncode - 128 in STOPPED_FROM_OUTSIDE):  # exited on it (143: SIGTERM)
             self._backoff = 0.0
         delay = self._backoff
         self._backoff = min(max(2 * self._backoff, self._policy.backoff_secs),
@@ -281,7 +294,7 @@ class Supervisor:
                           "stopping", child.spec.name)
             self._stop_all()
             return BAD_SETTING
-        delay = child.schedule_restart(now)
+        delay = child.schedule_restart(now, returncode)
         if delay is None:
             logging.error("launch: %s exited with %s after %d restart(s): over its budget of "
                           "%d restarts in %.0f s (--max_restarts, --restart_window_secs); "

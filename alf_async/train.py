@@ -32,6 +32,10 @@ flags.DEFINE_integer("tf_threads", 0, "Threads in each of TensorFlow's two op po
 flags.mark_flag_as_required("root_dir")
 FLAGS = flags.FLAGS
 
+# In a warm spare (`alf_async.spare`), `run()` builds and warms the learner up
+# ahead of the promotion, and waits for it before it touches the run's state.
+RUNS_AHEAD = True
+
 
 def _first_line(error: BaseException) -> str:
     """The error's own first line (gin appends the configurable it passed through)."""

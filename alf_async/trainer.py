@@ -12,7 +12,7 @@ import gin
 import tensorflow as tf
 from absl import logging
 
-from alf_async import checkpoints
+from alf_async import checkpoints, spare
 from alf_async.algorithms import PPOAlgorithm
 from alf_async.assembly import build
 from alf_async.config import check_writable
@@ -41,6 +41,39 @@ def _finished(root_dir: str, budget: Budget) -> Optional[dict]:
                  "raise train.num_env_steps or train.num_iterations to continue it",
                  root_dir, result["iteration"], result["env_steps"], checkpoints.RESULT_FILE)
     return result
+
+
+def _build_touches_the_run() -> bool:
+    """Whether building reads the run's state (a replay buffer kept on disk with
+    `ReplayBuffer.save_buffer`) or binds a port (a multi-worker learner's, from
+    `TF_CONFIG`): a warm spare then builds only once promoted."""
+    if os.environ.get("TF_CONFIG"):
+        return True
+    try:
+        return bool(gin.query_parameter("alf_async.ReplayBuffer.save_buffer"))
+    except ValueError:  # not bound
+        return False
+
+
+def _build(algorithm_class, seed, serve_port, root_dir: str, timeline: Timeline):
+    """`build()`; in a warm spare (`alf_async.spare`), ahead of its promotion where it
+    can, with the update compiled and run once (`Learner.warm_up`).
+
+    Nothing of the run's state is read before the promotion: the checkpoint
+    is restored and the Reverb port bound after it.
+    """
+    if _build_touches_the_run():
+        spare.await_promotion()
+    built = build(algorithm_class, seed, serve_port, os.path.join(root_dir, "replay"))
+    if spare.pending():
+        timeline.mark("build ahead")
+        _, learner, driver, _ = built
+        learner.warm_up(driver.example_batch())
+        timeline.mark("update warmed up")
+        logging.info("Warm spare ready (built, update warmed up); waiting for its promotion")
+        spare.await_promotion()
+        timeline.mark("wait for the promotion")
+    return built
 
 
 def _start(algorithm, learner, driver) -> None:
@@ -141,8 +174,12 @@ def train(root_dir: str,
         return finished
     with SignalStop() as interrupt:  # from here on: a signal during start-up stops cleanly too
         timeline = Timeline()
-        algorithm, learner, driver, loop = build(algorithm_class, seed, serve_port,
-                                                 os.path.join(root_dir, "replay"))
+        algorithm, learner, driver, loop = _build(algorithm_class, seed, serve_port, root_dir,
+                                                  timeline)
+        finished = _finished(root_dir, budget)  # a warm spare's run may be over
+        if finished is not None:
+            driver.stop()
+            return finished
         worker = worker_index(learner.strategy)  # 0: the chief, which writes everything
         counters = checkpoints.Counters(learner, driver.stats.window)
         checkpoint = tf.train.Checkpoint(algorithm=algorithm, learner=learner, counters=counters)

@@ -64,3 +64,30 @@ def test_the_update_compiled_ahead_on_a_zeros_batch_is_the_one_the_first_batch_r
     finally:
         gin.clear_config()
     assert not live_driver_threads()
+
+
+@pytest.mark.parametrize("gin_file, bindings", [
+    ("ppo_async.gin", ["create_environment.num_parallel_environments=4"]),
+    ("dqn_cartpole_prioritized.gin", ["ReplayBuffer.min_size=64"])])
+def test_a_warm_up_runs_the_update_once_and_puts_every_variable_back(gin_file, bindings,
+                                                                     caplog):
+    """`Learner.warm_up` (a warm spare's, before its promotion) trains one update on
+    zeros to get TensorFlow's first run over with, then leaves no trace of it."""
+    config.parse_config([os.path.join(ROOT, "gin_configs", gin_file)], bindings)
+    try:
+        algorithm_class = config.configured("alf_async.train.algorithm_class", None)
+        _, learner, driver, _ = assembly.build(algorithm_class, seed=3)
+        example = driver.example_batch()
+        learner.trace(example)  # the optimizer's slots exist from here on
+        variables = [*learner.variables, *learner.optimizer.variables]
+        before = [variable.numpy().copy() for variable in variables]
+        learner.warm_up(example)
+        assert "ahead failed" not in caplog.text
+        changed = [v.name for v, old in zip(variables, before) if not (v.numpy() == old).all()]
+        assert changed == []
+        assert int(learner.optimizer.iterations) == 0 and int(learner.train_step) == 0
+        assert learner._train.experimental_get_tracing_count() == 1  # noqa  # pylint: disable=W0212
+        driver.stop()
+    finally:
+        gin.clear_config()
+    assert not live_driver_threads()

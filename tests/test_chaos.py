@@ -31,7 +31,9 @@ def test_the_schedule_is_seeded_and_brings_every_kind_once_per_round():
 @pytest.mark.parametrize("flag, line", [
     ("--faults=env_exception,meteor", "unknown fault kind 'meteor'"),
     ("--env_fault_p=1.5", "--env_fault_p must be in [0, 1], got 1.5"),
-    ("--actors=0", "--actors must be >= 1, got 0")])
+    ("--actors=0", "--actors must be >= 1, got 0"),
+    ("--mean_interval_env_steps=-1", "--mean_interval_env_steps must be >= 0, got -1"),
+    ("--mean_interval_env_steps=5000", "--mean_interval_env_steps needs --rounds >= 1")])
 def test_bad_input_is_one_line_and_exit_2(tmp_path, flag, line):
     result = subprocess.run([sys.executable, "-m", "alf_async.chaos", f"--root_dir={tmp_path}",
                              flag], cwd=ROOT, capture_output=True, text=True, timeout=60)
@@ -51,6 +53,14 @@ I1126 10:00:27.000000 1 checkpoints.py:1] Resumed from /r/checkpoints/ckpt-20 at
 I1126 10:00:30.000000 1 training_loop.py:1] iteration 21 | env steps 43008 | 1 frames/s
 I1126 10:00:31.000000 1 training_loop.py:1] Average return reached 475.0 after 20.1 s and 45056 env steps
 """
+
+
+def test_progress_in_env_steps_is_the_most_any_learner_logged():
+    """A schedule over env steps gives every run all its rounds however fast it goes;
+    a learner resumed from an older checkpoint logs fewer steps again: no going back."""
+    assert chaos.progress_env_steps(LOG) == 51200  # not the resumed learner's 43008
+    assert chaos.progress_env_steps(LOG + "iteration 30 | env steps 61440 | x\n") == 61440
+    assert chaos.progress_env_steps("") == 0
 
 
 def test_the_ledger_reads_restarts_losses_and_the_target_from_the_log():

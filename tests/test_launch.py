@@ -151,3 +151,18 @@ def test_sigterm_stops_everything_within_5_s_after_a_learner_checkpoint(tmp_path
         assert os.path.exists(root / "checkpoints" / f"ckpt-{saved.group(1)}.index")
     finally:
         _kill(proc, sessions)
+
+
+def test_the_learners_spare_gets_ready_at_normal_priority_and_the_actors_at_idle(tmp_path):
+    """Training stops while the learner is down, so its spare must be ready soon on
+    a loaded machine; an actor's may wait for idle cores (the others feed)."""
+    from alf_async.launch import child_specs
+    from alf_async.spare import NORMAL_PRIORITY
+    learner, *actors = child_specs(str(tmp_path), ["ppo_remote.gin"], [], actors=2, port=1,
+                                   warm_spares=True)
+    assert learner.spare_argv[2:5] == ["alf_async.spare", NORMAL_PRIORITY, "alf_async.train"]
+    assert learner.spare_argv[5:] == learner.argv[3:]
+    for actor in actors:
+        assert actor.spare_argv[2:4] == ["alf_async.spare", "alf_async.actor"]
+    bare = child_specs(str(tmp_path), ["ppo_remote.gin"], [], actors=1, port=1)
+    assert [spec.spare_argv for spec in bare] == [None, None]

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from alf_async.spare import PROMOTE, SPARE_NAME, waiting
+from alf_async.spare import NORMAL_PRIORITY, PROMOTE, SPARE_NAME, waiting
 
 TESTS = os.path.dirname(os.path.abspath(__file__))
 
@@ -117,9 +117,69 @@ def test_a_spare_promoted_during_its_import_finishes_it_at_normal_priority(tmp_p
     wait_for(lambda: ledger_lines(ledger) == ["start", str(spare.pid)])
 
 
+def _ahead_spare(tmp_path, spares):
+    """A spare of a module that runs ahead: notes `ready`, awaits, then notes `start`."""
+    (tmp_path / "ahead_child.py").write_text(textwrap.dedent("""
+        import os, sys
+        from alf_async import spare
+        RUNS_AHEAD = True
+        def run():
+            with open(sys.argv[1], "a") as out:
+                out.write(f"ready {spare.pending()}\\n")
+            spare.await_promotion()
+            with open(sys.argv[1], "a") as out:
+                out.write(f"start {spare.pending()}\\n")
+        """))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), TESTS]))
+    ledger = tmp_path / "ledger"
+    spares.append(spare := subprocess.Popen(
+        [sys.executable, "-m", "alf_async.spare", "ahead_child", str(ledger)],
+        stdin=subprocess.PIPE, env=env))
+    return spare, ledger
+
+
+def test_a_module_that_runs_ahead_gets_ready_idle_and_acts_only_once_promoted(
+        tmp_path, spares):
+    spare, ledger = _ahead_spare(tmp_path, spares)
+    wait_for(lambda: ledger_lines(ledger) == ["ready", "True"])
+    assert os.sched_getscheduler(spare.pid) == os.SCHED_IDLE
+    assert comm(spare.pid) == SPARE_NAME
+    time.sleep(0.3)
+    assert ledger_lines(ledger) == ["ready", "True"] and spare.poll() is None
+    spare.stdin.write(PROMOTE)
+    spare.stdin.close()
+    assert spare.wait(timeout=30) == 0
+    assert ledger_lines(ledger) == ["ready", "True", "start", "False"]
+
+
+def test_a_spare_that_ran_ahead_exits_0_without_acting_when_its_input_ends(tmp_path, spares):
+    spare, ledger = _ahead_spare(tmp_path, spares)
+    wait_for(lambda: ledger_lines(ledger) == ["ready", "True"])
+    spare.stdin.close()
+    assert spare.wait(timeout=30) == 0
+    assert ledger_lines(ledger) == ["ready", "True"]
+
+
 def test_waiting_tells_a_spare_that_waits_from_a_promoted_one_and_from_others():
     spare = ["python", "-m", "alf_async.spare", "alf_async.train", "--root_dir=x"]
     assert waiting(spare, "python")  # not yet named: still starting, idle
     assert waiting(spare, SPARE_NAME)
     assert not waiting(spare, "train.py")  # promoted
     assert not waiting(["python", "-m", "alf_async.train", "--root_dir=x"], "train.py")
+    normal = ["python", "-m", "alf_async.spare", NORMAL_PRIORITY, "alf_async.train", "--x"]
+    assert waiting(normal, SPARE_NAME) and not waiting(normal, "train.py")
+
+
+def test_a_normal_priority_spare_waits_at_normal_priority_and_runs_nothing(tmp_path, spares):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([TESTS, os.environ.get("PYTHONPATH", "")]))
+    ledger = tmp_path / "ledger"
+    spares.append(spare := subprocess.Popen(
+        [sys.executable, "-m", "alf_async.spare", NORMAL_PRIORITY, "fake_child", str(ledger),
+         "exit", "3"], stdin=subprocess.PIPE, env=env))
+    wait_for(lambda: comm(spare.pid) == SPARE_NAME)
+    assert os.sched_getscheduler(spare.pid) == os.SCHED_OTHER
+    time.sleep(0.3)
+    assert spare.poll() is None and ledger_lines(ledger) == []
+    spare.stdin.write(PROMOTE)
+    spare.stdin.close()
+    assert spare.wait(timeout=30) == 3

@@ -165,6 +165,29 @@ def test_backoff_doubles_up_to_its_cap_and_the_budget_counts_a_window():
     assert child.schedule_restart(161.0) == 1.0
 
 
+@pytest.mark.parametrize("returncode", [-signal.SIGKILL, -signal.SIGTERM, -signal.SIGINT])
+def test_a_child_stopped_from_outside_restarts_at_once_however_short_it_ran(returncode):
+    """Pre-emption is no crash loop: a quick SIGKILL or SIGTERM gets no backoff (a quick
+    failure of its own, an exit status or a crash signal, still does), and counts."""
+    from alf_async.supervisor import Child
+    child = Child(ChildSpec("x", ["true"]), RestartPolicy(
+        max_restarts=3, window_secs=10.0, backoff_secs=1.0, max_backoff_secs=3.0,
+        healthy_secs=60.0))
+    assert child.schedule_restart(0.0, returncode) == 0.0
+    assert child.schedule_restart(0.5, returncode) == 0.0
+    assert child.schedule_restart(1.0, -signal.SIGSEGV) == 1.0
+    assert child.schedule_restart(2.0, returncode) is None  # a 4th within 10 s
+
+
+def test_a_child_that_exits_on_a_signal_it_handled_restarts_at_once_too():
+    """`train` checkpoints on SIGTERM, then exits 143 (128 + 15): no backoff either."""
+    from alf_async.supervisor import Child
+    child = Child(ChildSpec("x", ["true"]), RestartPolicy(
+        max_restarts=3, window_secs=10.0, backoff_secs=1.0, healthy_secs=60.0))
+    assert child.schedule_restart(0.0, 128 + signal.SIGTERM) == 0.0
+    assert child.schedule_restart(0.5, 1) == 1.0
+
+
 @pytest.mark.parametrize("returncode, text", [(1, "exit status 1"), (-9, "signal SIGKILL"),
                                               (-15, "signal SIGTERM")])
 def test_describe_status(returncode, text):

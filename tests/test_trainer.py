@@ -81,6 +81,61 @@ def _cli(*args, timeout=900):
                           capture_output=True, text=True, timeout=timeout)
 
 
+def test_a_warm_train_spare_builds_and_warms_up_ahead_but_touches_the_run_only_once_promoted(
+        tmp_path):
+    """`python -m alf_async.spare alf_async.train ...` (the launch's hot spare): ready
+    at idle priority with nothing of the run read or written; promoted, it resumes
+    from the checkpoint written meanwhile and trains without compiling again."""
+    root = tmp_path / "run"
+    args = ["--gin_file=gin_configs/ppo_async.gin", f"--root_dir={root}",
+            "--gin_param=create_environment.num_parallel_environments=4"]
+    assert _cli(*args, "--gin_param=train.num_iterations=2").returncode == 0
+    os.remove(root / "result.json")  # as if the first run was killed after its checkpoint
+    before = sorted(os.listdir(root))
+    spare = subprocess.Popen(
+        [sys.executable, "-m", "alf_async.spare", "alf_async.train", *args,
+         "--gin_param=train.num_iterations=4"],
+        cwd=ROOT, stdin=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline, log = time.time() + 180, []
+        for line in spare.stderr:
+            log.append(line)
+            if "Warm spare ready" in line or time.time() > deadline:
+                break
+        assert "Warm spare ready" in log[-1], "".join(log)
+        assert os.sched_getscheduler(spare.pid) == os.SCHED_IDLE
+        assert sorted(os.listdir(root)) == before  # no summaries, checkpoint or result yet
+        spare.stdin.write("go\n")
+        spare.stdin.flush()
+        _, rest = spare.communicate(timeout=180)  # closes its input: it has the word
+    finally:
+        spare.kill()
+    log = "".join(log) + rest
+    assert spare.returncode == 0, log
+    assert "Resumed from" in log and "at iteration 2" in log
+    assert json.load(open(root / "result.json"))["iteration"] == 4
+    timeline = re.search(r"Timeline: (.*)", log).group(1)
+    assert "update warmed up" in timeline and "wait for the promotion" in timeline
+    # The first update after the promotion neither traced nor instantiated the update.
+    assert float(re.search(r"update compiled ([0-9.]+) s", timeline).group(1)) < 0.2
+
+
+def test_a_warm_spare_builds_ahead_only_when_building_touches_nothing_of_the_run(
+        monkeypatch):
+    """A buffer kept on disk is read, and a multi-worker learner's port bound, while
+    building: a spare must not do either before the learner it replaces is gone."""
+    from alf_async.batches import replay_buffer  # noqa: F401  registers ReplayBuffer
+    monkeypatch.delenv("TF_CONFIG", raising=False)
+    assert not trainer._build_touches_the_run()  # pylint: disable=protected-access
+    gin.bind_parameter("alf_async.ReplayBuffer.save_buffer", True)
+    try:
+        assert trainer._build_touches_the_run()  # pylint: disable=protected-access
+    finally:
+        gin.clear_config()
+    monkeypatch.setenv("TF_CONFIG", '{"cluster": {}}')
+    assert trainer._build_touches_the_run()  # pylint: disable=protected-access
+
+
 @pytest.mark.slow
 def test_a_finished_run_keeps_its_result_and_a_raised_budget_continues_it(tmp_path):
     root = str(tmp_path / "run")

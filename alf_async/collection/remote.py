@@ -50,7 +50,8 @@ class RemoteCollection:
         return self.service.threads(coord, queues)
 
     def describe(self) -> str:
-        return (f"remote actor processes (port {self.service.port}), each "
+        port = self.service.port or "a free one"
+        return (f"remote actor processes (port {port}), each "
                 f"{self.num_envs} env threads x {self.batch_size} sub-envs")
 
     def summaries(self) -> dict:

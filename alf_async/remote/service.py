@@ -100,15 +100,20 @@ class UnrollReaderThread(DriverThread):
     _POLL_MS = 200  # longest a wait for an unroll goes without checking for a stop
 
     def __init__(self, name: str, coord: tf.train.Coordinator, queues: TFQueues,
-                 address: str, registry: ActorRegistry):
+                 serve: Callable[[], str], registry: ActorRegistry):
+        """`serve() -> address` starts the server (at `prepare()`, with the driver)."""
         super().__init__(name, coord, queues.close_all)
         self._queues = queues
         self._registry = registry
-        self._dataset = import_reverb("train --serve_port (remote actors)").TrajectoryDataset.from_table_signature(
-            address, UNROLLS, max_in_flight_samples_per_worker=1,
-            rate_limiter_timeout_ms=self._POLL_MS)
-        self._samples = None
+        self._serve = serve
+        self._dataset = self._samples = None
         self._log_unrolls = isinstance(queues.log_queue.spec, Unroll)
+
+    def prepare(self) -> None:
+        """Starts the server and opens its 'unrolls' table."""
+        self._dataset = import_reverb("train --serve_port (remote actors)").TrajectoryDataset.from_table_signature(
+            self._serve(), UNROLLS, max_in_flight_samples_per_worker=1,
+            rate_limiter_timeout_ms=self._POLL_MS)
 
     def _step(self) -> None:
         if self._samples is None:
@@ -133,13 +138,16 @@ class WeightsPublisherThread(DriverThread):
     _POLL_SECS = 0.05
 
     def __init__(self, name: str, coord: tf.train.Coordinator, queues: TFQueues,
-                 publish: Callable[[int], None], version: tf.Variable, interval: int,
-                 published: int):
+                 publish: Callable[[int], None], version: tf.Variable, interval: int):
         super().__init__(name, coord, queues.close_all)
         self._publish = publish
         self._version = version
         self._interval = interval
-        self._published = published
+        self._published = 0
+
+    def prepare(self) -> None:
+        """Counts from the version the server published when it started."""
+        self._published = int(self._version.numpy())
 
     def _step(self) -> None:
         if self._coord.wait_for_stop(self._POLL_SECS):
@@ -154,16 +162,20 @@ class WeightsPublisherThread(DriverThread):
 class ReverbService:
     """The Reverb server of a learner whose actors run in other processes.
 
-    Holds two tables: 'unrolls', a queue of `queue_capacity` unrolls that
-    actor processes write to (a full queue makes their writes wait: the
-    learner sets the pace), and 'weights', the newest variables and policy
-    version, published at construction and every `publish_interval` updates.
-    Its threads (`threads()`) run under the driver's coordinator.
+    Its server starts with the driver (`threads()`), after a resumed learner
+    restored its weights. It holds two tables: 'unrolls', a queue of
+    `queue_capacity` unrolls that actor processes write to (a full queue
+    makes their writes wait: the learner sets the pace), and 'weights', the
+    newest variables and policy version, published when the server starts
+    and every `publish_interval` updates. Its threads run under the
+    driver's coordinator.
 
     The server listens on every interface of the host at `port`.
     """
 
-    _CLOSE_TIMEOUT_SECS = 10
+    # How long `close()` waits for its threads: within a SIGTERM's 5 s stop, with
+    # the learner's checkpoint after it.
+    _CLOSE_TIMEOUT_SECS = 1.5
 
     def __init__(self, unroll_spec: Unroll, variables: Sequence[tf.Variable],
                  version: tf.Variable, num_envs: int,
@@ -172,7 +184,8 @@ class ReverbService:
                  queue_capacity: int = 8,
                  publish_interval: int = 1,
                  actor_timeout_secs: float = 30.0):
-        """
+        """Checks the settings; the server starts with the driver (`threads()`).
+
         Args:
             unroll_spec: spec of one unroll (`[T, B, ...]` leaves).
             variables: the algorithm's variables, sent to the actors.
@@ -189,23 +202,33 @@ class ReverbService:
                             ("publish_interval", publish_interval)]:
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"ReverbService.{name} must be an integer >= 1, got {value!r}")
-        reverb = import_reverb("train --serve_port (remote actors)")
-        with quiet.native_stderr_held():  # Reverb: "Started replay server on port ..."
-            self._server = reverb.Server(
-                [reverb.Table.queue(UNROLLS, queue_capacity, signature=remote_unroll_spec(
-                    unroll_spec)), weights.weights_table()], port=port or None)
-        self.port = self._server.port
-        self.address = f"127.0.0.1:{self.port}"
-        self._client = reverb.Client(self.address)
+        self._reverb = import_reverb("train --serve_port (remote actors)")
+        self._unroll_spec, self._queue_capacity = unroll_spec, queue_capacity
+        self.port = port or None  # None: a free one, known once serving
+        self.address: Optional[str] = None
+        self._server = self._client = None
         self._variables, self._version = list(variables), version
         self.max_actors, self.num_envs = max_actors, num_envs
         self._publish_interval = publish_interval
         self.registry = ActorRegistry(actor_timeout_secs)
         self._threads = []
         self._learner_id = random.randrange(2**62)  # tells a restarted learner apart
-        self._published = int(version.numpy())
-        self.publish(self._published)
+
+    def _serve(self) -> str:
+        """Starts the server and publishes the weights as they are now (a resumed
+        learner's restored ones: no actor ever acts on the weights before it).
+        Returns its address."""
+        reverb = self._reverb
+        with quiet.native_stderr_held():  # Reverb: "Started replay server on port ..."
+            self._server = reverb.Server(
+                [reverb.Table.queue(UNROLLS, self._queue_capacity, signature=remote_unroll_spec(
+                    self._unroll_spec)), weights.weights_table()], port=self.port)
+        self.port = self._server.port
+        self.address = f"127.0.0.1:{self.port}"
+        self._client = reverb.Client(self.address)
+        self.publish(int(self._version.numpy()))
         logging.info("Reverb server for remote actors listening on port %d", self.port)
+        return self.address
 
     @property
     def num_streams(self) -> int:
@@ -218,15 +241,18 @@ class ReverbService:
                         weights.Stamp(self._learner_id, version, self.max_actors))
 
     def threads(self, coord: tf.train.Coordinator, queues: TFQueues):
-        """The reader and publisher threads, for the driver to start; `close()` joins them."""
+        """The reader and publisher threads, for the driver to start (the reader's
+        `prepare()` starts the server); `close()` joins them."""
         self._threads = [
-            UnrollReaderThread("UnrollReaderThread", coord, queues, self.address,
+            UnrollReaderThread("UnrollReaderThread", coord, queues, self._serve,
                                self.registry),
             WeightsPublisherThread("WeightsPublisherThread", coord, queues, self.publish,
-                                   self._version, self._publish_interval, self._published)]
+                                   self._version, self._publish_interval)]
         return self._threads
 
     def queued_unrolls(self) -> int:
+        if self._client is None:
+            return 0
         return int(self._client.server_info(timeout=5)[UNROLLS].current_size)
 
     def actors_alive(self) -> int:
@@ -237,7 +263,8 @@ class ReverbService:
                 f"{self.queued_unrolls()} unrolls in the Reverb queue")
 
     def close(self) -> None:
-        """Joins the service's threads (their stop must be requested), then stops the server.
+        """Joins the service's threads (their stop must be requested), then stops the
+        server (if it started).
 
         A read can outlast its poll by a few seconds after an actor died
         mid-write, and one in progress when the server stops would never
@@ -247,8 +274,9 @@ class ReverbService:
             if thread.ident is not None:
                 thread.join(timeout=self._CLOSE_TIMEOUT_SECS)
         if any(thread.is_alive() for thread in self._threads):
-            logging.warning("Reverb service threads still running after %d s; leaving the "
+            logging.warning("Reverb service threads still running after %.1f s; leaving the "
                             "server to the end of the process", self._CLOSE_TIMEOUT_SECS)
             return
-        with quiet.native_stderr_held():  # Reverb: "Shutting down replay server"
-            self._server.stop()
+        if self._server is not None:
+            with quiet.native_stderr_held():  # Reverb: "Shutting down replay server"
+                self._server.stop()

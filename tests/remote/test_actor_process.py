@@ -14,12 +14,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-pytest.importorskip("reverb")
+reverb = pytest.importorskip("reverb")
 
 from alf_async.drivers import AsyncOffPolicyDriver  # noqa: E402
 from alf_async.errors import LearnerStarvedError  # noqa: E402
 from alf_async.remote import ActorProcess, ReverbService  # noqa: E402
 from alf_async.remote.actor_process import LearnerGone  # noqa: E402
+from alf_async.remote import weights  # noqa: E402
 from alf_async.remote.weights import IncompatibleWeights  # noqa: E402
 from fakes import CountingEnv, timed_stop, weight_policy_for  # noqa: E402
 
@@ -167,8 +168,29 @@ def test_a_uniform_replay_learner_samples_windows_of_the_remote_actors_streams()
         np.testing.assert_array_equal(counts[:, 1] - counts[:, 0], 1)
 
 
+def test_the_first_weights_served_are_a_resumed_learners_restored_ones():
+    """The learner restores its checkpoint after building: actors must never get the
+    weights it was built with (the server used to publish them at construction)."""
+    version = tf.Variable(0, dtype=tf.int64)
+    driver, policy = _learner(version)
+    assert driver.remote.address is None  # nothing served before start: the port is free
+    version.assign(7)  # a restore
+    for variable in policy.variables:
+        variable.assign(tf.ones_like(variable))
+    driver.start()
+    try:
+        fresh = weight_policy_for(CountingEnv(0))
+        stamp = weights.pull(reverb.Client(driver.remote.address), fresh.variables, 5.0)
+        assert stamp.version == 7
+        for variable in fresh.variables:
+            np.testing.assert_array_equal(variable.numpy(), 1)
+    finally:
+        driver.stop()
+
+
 def test_a_task_beyond_max_actors_is_refused_naming_the_setting():
     driver, _ = _learner(tf.Variable(0, dtype=tf.int64), max_actors=2)
+    driver.start()
     try:
         with pytest.raises(ValueError, match="--task=2 must be < .*max_actors=2"):
             _ActorThread(driver.remote.address, 2)
@@ -178,6 +200,7 @@ def test_a_task_beyond_max_actors_is_refused_naming_the_setting():
 
 def test_an_actor_built_from_another_config_is_refused():
     driver, _ = _learner(tf.Variable(0, dtype=tf.int64))
+    driver.start()
     try:
         with pytest.raises(IncompatibleWeights, match="--gin_file"):
             _ActorThread(driver.remote.address, 0, weight_shape=(2,))

@@ -1,10 +1,32 @@
-"""`ActorRegistry`: unrolls delivered twice or skipped, by incarnation and sequence."""
+"""`ReverbService`: when it serves and how it closes; `ActorRegistry`: unrolls
+delivered twice or skipped, by incarnation and sequence."""
+
+import threading
+import time
 
 import pytest
+import tensorflow as tf
 
-pytest.importorskip("reverb")
+reverb = pytest.importorskip("reverb")
 
-from alf_async.remote.service import ActorRegistry  # noqa: E402
+from alf_async.remote.service import ActorRegistry, ReverbService  # noqa: E402
+
+
+def test_close_gives_up_on_a_stuck_reader_within_its_bound(caplog):
+    """A read blocked after an actor died mid-write must not hold a SIGTERM's stop
+    past 5 s: close waits 1.5 s and leaves the server to the end of the process."""
+    service = ReverbService(None, [], tf.Variable(0, dtype=tf.int64), num_envs=1)
+    blocked = threading.Event()
+    stuck = threading.Thread(target=blocked.wait, args=(30,), daemon=True)
+    stuck.start()
+    service._threads = [stuck]  # pylint: disable=protected-access
+    start = time.monotonic()
+    try:
+        service.close()
+        assert time.monotonic() - start < 3.0
+        assert "still running after 1.5 s" in caplog.text
+    finally:
+        blocked.set()
 
 
 def test_a_repeated_sequence_is_a_duplicate_and_a_skipped_one_is_missing(caplog):
