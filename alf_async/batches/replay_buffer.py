@@ -14,6 +14,33 @@ from alf_async.batches.segments import Segment, cut_windows, segment_spec, unrol
 from alf_async.experience import LearnBatch, Unroll
 
 
+def check_saved_copies(checkpoint_dir: str) -> None:
+    """Checks the copies of a buffer saved in `checkpoint_dir` before Reverb loads it.
+
+    Reverb writes a copy's `DONE` file last and resumes from the newest copy
+    that has one: a copy torn by a kill mid-write is passed over, here with
+    one warning line. Copies without any complete one would make Reverb
+    start an empty buffer silently: that raises instead.
+
+    Raises:
+        ValueError: copies exist but none is complete (one line).
+    """
+    if not os.path.isdir(checkpoint_dir):
+        return
+    copies = sorted(path for path in (os.path.join(checkpoint_dir, name)
+                                      for name in os.listdir(checkpoint_dir))
+                    if os.path.isdir(path))  # named by their time: sorted, oldest first
+    complete = [path for path in copies if os.path.exists(os.path.join(path, "DONE"))]
+    for path in copies:
+        if path not in complete and (not complete or path > complete[-1]):
+            logging.warning("ReplayBuffer.save_buffer: the copy %s is torn (no DONE file: "
+                            "a kill mid-write); passed over", path)
+    if copies and not complete:
+        raise ValueError(f"ReplayBuffer.save_buffer: none of the {len(copies)} copies of the "
+                         f"buffer in {checkpoint_dir} is complete; move them away to start "
+                         f"with an empty buffer")
+
+
 class SampledItems(NamedTuple):
     """Which table items a prioritized learn batch holds (host numpy, `[S]` each).
 
@@ -107,10 +134,7 @@ class ReplayBuffer:
         self.checkpoint_dir = checkpoint_dir if save_buffer else None
         table = self._table(spec, unroll_spec.experience.log_prob.shape[1], capacity, min_size,
                             ratio_tolerance)
-        with quiet.native_stderr_held():  # Reverb: "Started replay server on port ..."
-            self._server = reverb.Server([table], checkpointer=(
-                reverb.checkpointers.DefaultCheckpointer(self.checkpoint_dir)
-                if self.checkpoint_dir else None))
+        self._server = self._serve(table)
         self.address = f"127.0.0.1:{self._server.port}"
         self._client = reverb.Client(self.address)
         self.restored_segments = self._check_restored(table)
@@ -149,6 +173,24 @@ class ReplayBuffer:
             max_size=capacity // steps, signature=spec,
             rate_limiter=reverb.rate_limiters.SampleToInsertRatio(
                 samples_per_insert, min_items, error_buffer))
+
+    def _serve(self, table):
+        """The Reverb server of `table`, resumed from the buffer saved in
+        `checkpoint_dir` if any (`check_saved_copies`); a saved copy that cannot
+        be read is one line (ValueError), not a traceback."""
+        reverb = self._reverb
+        if not self.checkpoint_dir:
+            with quiet.native_stderr_held():  # Reverb: "Started replay server on port ..."
+                return reverb.Server([table])
+        check_saved_copies(self.checkpoint_dir)
+        try:
+            with quiet.native_stderr_held():
+                return reverb.Server([table], checkpointer=reverb.checkpointers.
+                                     DefaultCheckpointer(self.checkpoint_dir))
+        except RuntimeError as error:
+            raise ValueError(f"ReplayBuffer.save_buffer: the buffer saved in "
+                             f"{self.checkpoint_dir} cannot be read ({str(error).splitlines()[0]})"
+                             f"; move it away to start with an empty buffer") from None
 
     def _check_restored(self, table) -> int:
         """The number of segments restored from `checkpoint_dir` (0: none);
