@@ -107,6 +107,7 @@ def idle_priority() -> None:
 
 
 _promotion: Optional[threading.Event] = None  # in a spare: set by the word
+_command_file = ""  # in a spare: the file of the module it becomes
 
 
 def pending() -> bool:
@@ -126,7 +127,8 @@ def await_promotion() -> None:
         return
     _promotion.wait()
     normal_priority()  # the threads started since the word too
-    _set_name(os.path.basename(sys.argv[0]))
+    sys.argv[0] = _command_file
+    _set_name(os.path.basename(_command_file))
 
 
 def _read_line(fd: int) -> bytes:
@@ -158,7 +160,7 @@ def main(argv) -> int:
     while a thread waits for the word; at idle priority unless
     `--normal_priority` (a spare that must be ready soon, whatever the load).
     """
-    global _promotion
+    global _promotion, _command_file
     normal = argv[:1] == [NORMAL_PRIORITY]
     argv = argv[1:] if normal else argv
     if not argv:
@@ -172,7 +174,10 @@ def main(argv) -> int:
     threading.Thread(target=_listen, args=(_promotion,), name="SparePromotion",
                      daemon=True).start()
     module = importlib.import_module(argv[0])
-    sys.argv = [module.__file__, *argv[1:]]
+    _command_file = module.__file__
+    # Until the promotion the command is named as the spare: absl's `app.run()` names
+    # the process after `sys.argv[0]`, and a spare that runs ahead runs it early.
+    sys.argv = [SPARE_NAME, *argv[1:]]
     if not getattr(module, "RUNS_AHEAD", False):
         await_promotion()
     module.run()

@@ -121,14 +121,19 @@ def _ahead_spare(tmp_path, spares):
     """A spare of a module that runs ahead: notes `ready`, awaits, then notes `start`."""
     (tmp_path / "ahead_child.py").write_text(textwrap.dedent("""
         import os, sys
+        from absl import app
         from alf_async import spare
         RUNS_AHEAD = True
-        def run():
+        def note(line):
             with open(sys.argv[1], "a") as out:
-                out.write(f"ready {spare.pending()}\\n")
+                out.write(line + "\\n")
+        def main(argv):
+            comm = open("/proc/self/comm").read().strip()  # absl's app.run renames it
+            note(f"ready {spare.pending()} {comm}")
             spare.await_promotion()
-            with open(sys.argv[1], "a") as out:
-                out.write(f"start {spare.pending()}\\n")
+            note(f"start {spare.pending()} {open('/proc/self/comm').read().strip()}")
+        def run():
+            app.run(main)
         """))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), TESTS]))
     ledger = tmp_path / "ledger"
@@ -141,23 +146,24 @@ def _ahead_spare(tmp_path, spares):
 def test_a_module_that_runs_ahead_gets_ready_idle_and_acts_only_once_promoted(
         tmp_path, spares):
     spare, ledger = _ahead_spare(tmp_path, spares)
-    wait_for(lambda: ledger_lines(ledger) == ["ready", "True"])
+    ready = ["ready", "True", SPARE_NAME]
+    wait_for(lambda: ledger_lines(ledger) == ready)
     assert os.sched_getscheduler(spare.pid) == os.SCHED_IDLE
-    assert comm(spare.pid) == SPARE_NAME
+    assert comm(spare.pid) == SPARE_NAME  # not a promoted process to the chaos tool
     time.sleep(0.3)
-    assert ledger_lines(ledger) == ["ready", "True"] and spare.poll() is None
+    assert ledger_lines(ledger) == ready and spare.poll() is None
     spare.stdin.write(PROMOTE)
     spare.stdin.close()
     assert spare.wait(timeout=30) == 0
-    assert ledger_lines(ledger) == ["ready", "True", "start", "False"]
+    assert ledger_lines(ledger) == [*ready, "start", "False", "ahead_child.py"]
 
 
 def test_a_spare_that_ran_ahead_exits_0_without_acting_when_its_input_ends(tmp_path, spares):
     spare, ledger = _ahead_spare(tmp_path, spares)
-    wait_for(lambda: ledger_lines(ledger) == ["ready", "True"])
+    wait_for(lambda: ledger_lines(ledger) == ["ready", "True", SPARE_NAME])
     spare.stdin.close()
     assert spare.wait(timeout=30) == 0
-    assert ledger_lines(ledger) == ["ready", "True"]
+    assert ledger_lines(ledger) == ["ready", "True", SPARE_NAME]
 
 
 def test_waiting_tells_a_spare_that_waits_from_a_promoted_one_and_from_others():
