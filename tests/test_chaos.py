@@ -78,7 +78,9 @@ def test_a_short_chaos_run_reaches_475_with_a_clean_ledger(tmp_path):
     ledger_path = tmp_path / "ledger.json"
     result = subprocess.run(
         [sys.executable, "-m", "alf_async.chaos", f"--root_dir={tmp_path / 'run'}", "--seed=11",
-         "--mean_interval_secs=8", "--rounds=1", "--timeout_secs=330",
+         # over env steps: every kind comes however fast the run is (5 kinds, mean
+         # 25k apart, well inside the 400k steps)
+         "--mean_interval_env_steps=25000", "--rounds=1", "--timeout_secs=330",
          # past the target, so that every kind comes at least once
          "--gin_param=train.stop_at_return=None", "--gin_param=train.num_env_steps=400000",
          f"--ledger={ledger_path}"],

@@ -10,11 +10,12 @@ import re
 import signal
 import subprocess
 import sys
+import textwrap
 import time
 
 import pytest
 
-from alf_async.spare import can_wait_idle, waiting
+from alf_async.spare import NORMAL_PRIORITY, can_wait_idle, waiting
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GIN = "gin_configs/ppo_remote.gin"
@@ -155,14 +156,22 @@ def test_sigterm_stops_everything_within_5_s_after_a_learner_checkpoint(tmp_path
 
 def test_the_learners_spare_gets_ready_at_normal_priority_and_the_actors_at_idle(tmp_path):
     """Training stops while the learner is down, so its spare must be ready soon on
-    a loaded machine; an actor's may wait for idle cores (the others feed)."""
-    from alf_async.launch import child_specs
-    from alf_async.spare import NORMAL_PRIORITY
-    learner, *actors = child_specs(str(tmp_path), ["ppo_remote.gin"], [], actors=2, port=1,
-                                   warm_spares=True)
-    assert learner.spare_argv[2:5] == ["alf_async.spare", NORMAL_PRIORITY, "alf_async.train"]
-    assert learner.spare_argv[5:] == learner.argv[3:]
-    for actor in actors:
-        assert actor.spare_argv[2:4] == ["alf_async.spare", "alf_async.actor"]
-    bare = child_specs(str(tmp_path), ["ppo_remote.gin"], [], actors=1, port=1)
-    assert [spec.spare_argv for spec in bare] == [None, None]
+    a loaded machine; an actor's may wait for idle cores (the others feed). (In a
+    process of its own: importing the launch defines its flags.)"""
+    script = textwrap.dedent(f"""
+        import json
+        from alf_async.launch import child_specs
+        specs = [child_specs({str(tmp_path)!r}, ["ppo_remote.gin"], [], actors=2, port=1,
+                             warm_spares=True),
+                 child_specs({str(tmp_path)!r}, ["ppo_remote.gin"], [], actors=1, port=1)]
+        print(json.dumps([[(s.argv, s.spare_argv) for s in group] for group in specs]))
+        """)
+    out = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True,
+                         text=True, timeout=120)
+    (warm, bare) = json.loads(out.stdout.strip().splitlines()[-1])
+    (learner_argv, learner_spare), *actors = warm
+    assert learner_spare[2:5] == ["alf_async.spare", NORMAL_PRIORITY, "alf_async.train"]
+    assert learner_spare[5:] == learner_argv[3:]
+    for _, actor_spare in actors:
+        assert actor_spare[2:4] == ["alf_async.spare", "alf_async.actor"]
+    assert [spare for _, spare in bare] == [None, None]
