@@ -409,18 +409,22 @@ class Learner(tf.Module):
         samples = self._algorithm.preprocess(experience, bootstrap)
         if tf.nest.flatten(weights):
             columns = tf.reshape(weights, [-1])  # [Q, B] or [1, W]: the samples' columns
-            per_column = tf.shape(samples["mask"])[0] // tf.size(columns)
-            samples["weight"] = tf.tile(columns, [per_column])
+            mask = samples["mask"]  # [T * N] steps, or [N, T'] sequences
+            per_column = tf.shape(mask)[0] // tf.size(columns)
+            weight = tf.tile(columns, [per_column])
+            samples["weight"] = tf.reshape(weight, [-1] + [1] * (mask.shape.rank - 1))
         return samples
 
     def _per_item(self, samples, weights, after):
         """`{term: [K, columns]}` of the `item_terms` (and `mask`) after the update's
-        steps (`after`: their results, to order the computation after them)."""
+        steps (`after`: their results, to order the computation after them); a
+        sequence's K are its steps."""
         def replica_terms(samples, weights):
             columns = tf.size(weights)
             terms = self._algorithm.loss(samples)
             terms = {k: terms[k] for k in self._algorithm.item_terms}
-            return {k: tf.reshape(v, [-1, columns])
+            by_step = lambda v: tf.transpose(v) if v.shape.rank == 2 else v  # [N, T'] -> [T', N]
+            return {k: tf.reshape(by_step(v), [-1, columns])
                     for k, v in dict(terms, mask=samples["mask"]).items()}
 
         with tf.control_dependencies(tf.nest.flatten(after)):

@@ -16,8 +16,8 @@ import tensorflow as tf
 from tf_agents.agents.ddpg import critic_network
 from tf_agents.agents.sac import tanh_normal_projection_network
 from tf_agents.networks import (actor_distribution_network, actor_distribution_rnn_network,
-                                network, normal_projection_network, q_network, value_network,
-                                value_rnn_network)
+                                network, normal_projection_network, q_network, q_rnn_network,
+                                value_network, value_rnn_network)
 
 ConvLayers = Sequence[Tuple[int, int, int]]  # (filters, kernel size, stride) per layer
 
@@ -64,16 +64,25 @@ def encoder_args(observation_spec, conv_layers: ConvLayers, observation_scale: f
 
 def q_networks(observation_spec, action_spec, fc_layers: Sequence[int],
                activation: str = "relu", conv_layers: ConvLayers = (),
-               observation_scale: float = 1.0):
+               observation_scale: float = 1.0, lstm_size: Optional[Sequence[int]] = None):
     """A tf-agents `QNetwork` (one output per action) and a copy of it, variables created.
 
-    Arguments as for `actor_and_value_networks`. Returns `(q_net, copy)`;
-    the copy's weights are its own (a target network starts from them).
+    Arguments as for `actor_and_value_networks`; with `lstm_size` a
+    `QRnnNetwork`: `fc_layers`, then the LSTM, then the linear Q head. Returns
+    `(q_net, copy)`; the copy's weights are its own (a target network starts
+    from them).
     """
-    q_net = q_network.QNetwork(
-        observation_spec, action_spec, fc_layer_params=tuple(fc_layers),
-        activation_fn=tf.keras.activations.get(activation),
-        **encoder_args(observation_spec, conv_layers, observation_scale))
+    act_fn = tf.keras.activations.get(activation)
+    encoder = encoder_args(observation_spec, conv_layers, observation_scale)
+    if lstm_size:
+        q_net = q_rnn_network.QRnnNetwork(
+            observation_spec, action_spec, input_fc_layer_params=tuple(fc_layers),
+            lstm_size=tuple(lstm_size), output_fc_layer_params=(), activation_fn=act_fn,
+            **encoder)
+    else:
+        q_net = q_network.QNetwork(observation_spec, action_spec,
+                                   fc_layer_params=tuple(fc_layers), activation_fn=act_fn,
+                                   **encoder)
     copy = q_net.copy(name="TargetQNetwork")
     q_net.create_variables()
     copy.create_variables()

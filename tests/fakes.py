@@ -80,6 +80,7 @@ class CountingPolicy:
         self.action_spec = tensor_spec.from_spec(env.action_spec())
         self.policy_state_spec = tf.TensorSpec([], tf.int32)
         self.item_terms = ()
+        self.recurrent, self.burn_in = False, 0  # the learner's samples are single steps
 
     def act(self, observation, step_type, policy_state, seed=None, env_id=None):
         count = tf.cast(observation[:, 2], tf.int64)

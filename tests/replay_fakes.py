@@ -10,11 +10,13 @@ T, B = 8, 2
 MID, LAST = int(ts.StepType.MID), int(ts.StepType.LAST)
 
 
-def unroll_spec():
-    """The spec of a `[T, B]` unroll of 2-float observations and scalar actions."""
+def unroll_spec(state_size: int = 0):
+    """The spec of a `[T, B]` unroll of 2-float observations and scalar actions
+    (and with `state_size`, a policy state of one `[state_size]` float)."""
     time_step_spec = ts.time_step_spec(tf.TensorSpec([2], tf.float32))
     action_spec = tf.TensorSpec([], tf.int64)
-    return make_specs(time_step_spec, action_spec, (), B, T)[2]
+    state_spec = (tf.TensorSpec([state_size], tf.float32),) if state_size else ()
+    return make_specs(time_step_spec, action_spec, state_spec, B, T)[2]
 
 
 def counting_unroll(first: int, env_id: int = 0, step_type=None) -> Unroll:

@@ -39,7 +39,9 @@ def test_bad_settings_are_value_errors_naming_the_setting_before_any_thread(bind
 
 @pytest.mark.parametrize("gin_file, bindings", [
     ("ppo_async.gin", ["create_environment.num_parallel_environments=4"]),
-    ("dqn_cartpole_prioritized.gin", ["ReplayBuffer.min_size=64"])])
+    ("dqn_cartpole_prioritized.gin", ["ReplayBuffer.min_size=64"]),
+    ("r2d2_cartpole.gin", ["ReplayBuffer.min_size=64", "ReplayBuffer.batch_size=64",
+                           "AsyncOffPolicyDriver.exp_replayer='prioritized'"])])
 def test_the_update_compiled_ahead_on_a_zeros_batch_is_the_one_the_first_batch_runs(
         gin_file, bindings):
     """`Learner.trace(driver.example_batch())` before any data: the first real
@@ -61,6 +63,8 @@ def test_the_update_compiled_ahead_on_a_zeros_batch_is_the_one_the_first_batch_r
             driver.stop()
         assert learner._train.experimental_get_tracing_count() == 1  # noqa  # pylint: disable=W0212
         assert int(learner.train_step) == 2
+        if driver.batches.weighted:  # each update's TD errors went back as priorities
+            assert driver.batches.updated_items == 2 * driver.batches.replay.items_per_batch
     finally:
         gin.clear_config()
     assert not live_driver_threads()

@@ -119,6 +119,7 @@ class _ContractOnly(tf.Module):
         spec = CartPoleBatchedEnv(num_envs=1)
         self.time_step_spec, self.action_spec = spec.time_step_spec(), spec.action_spec()
         self.policy_state_spec, self.recurrent, self.item_terms = (), False, ()
+        self.burn_in = 0
         self.weights = tf.Variable([[1.0, -1.0], [0.0, 0.0], [0.0, 0.0], [0.0, 0.0]])
         self.variables_to_train = [self.weights]
         self.loss_groups = [("loss", self.variables_to_train)]

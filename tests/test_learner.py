@@ -222,6 +222,7 @@ class _TwoTermAlgorithm(tf.Module):
 
     time_step_spec = action_spec = policy_state_spec = ()
     recurrent = False
+    burn_in = 0
     item_terms = ()
 
     def act(self, observation, step_type, policy_state, greedy=False, seed=None):

@@ -290,7 +290,7 @@ def test_pixel_configs_train_evaluate_export_and_play_on_uint8_frames(tmp_path, 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("config", ["dqn_cartpole", "dqn_minatar", "sac_pendulum", "sac_mujoco",
-                                    "dqn_apex", "sac_pendulum_prioritized"])
+                                    "dqn_apex", "sac_pendulum_prioritized", "r2d2_cartpole"])
 def test_replay_configs_train_evaluate_export_and_play(tmp_path, config):
     root = tmp_path / config
     result = _cli(f"--gin_file=gin_configs/{config}.gin", f"--root_dir={root}",

@@ -1,7 +1,8 @@
-"""Algorithms: PPO and V-trace actor-critic (on-policy style), SAC and DQN (from
+"""Algorithms: PPO and V-trace actor-critic (on-policy style), SAC, DQN and R2D2 (from
 replay), and the estimators they use."""
 
 from alf_async.algorithms.dqn import DqnAlgorithm
 from alf_async.algorithms.impala import ImpalaAlgorithm
 from alf_async.algorithms.ppo import PPOAlgorithm
+from alf_async.algorithms.r2d2 import R2d2Algorithm
 from alf_async.algorithms.sac import SacAlgorithm

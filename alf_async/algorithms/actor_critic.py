@@ -79,6 +79,7 @@ class ActorCriticAlgorithm(tf.Module):
         self.time_step_spec = tensor_spec.from_spec(time_step_spec)
         self.action_spec = tensor_spec.from_spec(action_spec)
         self.recurrent = bool(lstm_size)
+        self.burn_in = 0  # recurrent: whole unrolls from their stored state
         self.item_terms = ()  # learns from fresh unrolls: nothing to prioritize
         obs_spec = self.time_step_spec.observation
         if normalize_observations and not obs_spec.dtype.is_floating:

@@ -79,3 +79,27 @@ def n_step_return(rewards, discounts, step_types, values, gamma: float):
     horizon = tf.cast(tf.reduce_sum(reached, 0), tf.int32)  # h in [1, n]
     bootstrap = tf.gather(tf.transpose(cum * values), horizon, batch_dims=1)
     return tf.reduce_sum(reached * cum[:-1] * rewards[1:], 0) + bootstrap
+
+
+def n_step_returns(rewards, discounts, step_types, values, gamma: float, n: int):
+    """`n_step_return` from every row of a sequence, cut at its end (R2D2's targets).
+
+    Row T ends the sequence: a return that would run past it stops there and
+    bootstraps from `values[T]` (discount permitting), as if the episode
+    were truncated at row T.
+
+    Args:
+        rewards, discounts, step_types, values: `[T + 1, N]`.
+        gamma: discount factor.
+        n: steps of each return, >= 1.
+
+    Returns:
+        `[T, N]` returns (meaningless at LAST rows; mask those).
+    """
+    length = tf.shape(rewards)[0] - 1
+    last = tf.equal(tf.range(length + 1), length)[:, None]
+    step_types = tf.where(last, tf.cast(ts.StepType.LAST, step_types.dtype), step_types)
+    rows = tf.minimum(tf.range(length)[None] + tf.range(n + 1)[:, None], length)  # [n + 1, T]
+    windows = [tf.reshape(tf.gather(x, rows), [n + 1, -1])  # [n + 1, T * N]
+               for x in (rewards, discounts, step_types, values)]
+    return tf.reshape(n_step_return(*windows, gamma), [length, -1])

@@ -24,6 +24,10 @@ class Algorithm(Protocol):
             feed-forward); env threads carry it from step to step.
         recurrent: whether the learner's samples are whole unrolls (`[N, T]`
             sequences) instead of single steps.
+        burn_in: for a recurrent algorithm learning from replay, the steps
+            before each replayed sequence that it only runs its network over
+            (`ReplayBuffer` prefixes them from the sub-env's previous unroll);
+            0 otherwise.
         item_terms: names of per-sample terms of `loss` that tell a batch
             source about each sampled item (`("td_error",)`: absolute TD
             errors, for prioritized replay); `()` if none.
@@ -40,6 +44,7 @@ class Algorithm(Protocol):
     action_spec: Nest
     policy_state_spec: Nest
     recurrent: bool
+    burn_in: int
     item_terms: Sequence[str]
     variables_to_train: Sequence[tf.Variable]
     loss_groups: List[Tuple[str, Sequence[tf.Variable]]]
@@ -78,9 +83,9 @@ class Algorithm(Protocol):
         (schedules such as the entropy coefficient or epsilon; may be empty)."""
 
 
-_REQUIRED = ("time_step_spec", "action_spec", "policy_state_spec", "recurrent", "item_terms",
-             "variables_to_train", "loss_groups", "act", "observe", "set_env_steps",
-             "preprocess", "loss", "after_sgd_step", "scalars")
+_REQUIRED = ("time_step_spec", "action_spec", "policy_state_spec", "recurrent", "burn_in",
+             "item_terms", "variables_to_train", "loss_groups", "act", "observe",
+             "set_env_steps", "preprocess", "loss", "after_sgd_step", "scalars")
 
 
 def check_algorithm(algorithm) -> None:

@@ -42,7 +42,7 @@ def apex_epsilons(num_envs: int, epsilon: float = 0.4, alpha: float = 7.0) -> Li
     return [float(epsilon ** (1 + alpha * i / (num_envs - 1))) for i in range(num_envs)]
 
 
-@gin.configurable(module="alf_async")
+@gin.configurable(module="alf_async", denylist=["lstm_size"])
 class DqnAlgorithm(tf.Module):
     """Double DQN: Q(s, a) regressed to n-step returns bootstrapped by a target network.
 
@@ -68,7 +68,8 @@ class DqnAlgorithm(tf.Module):
                  target_update_period: int = 500,
                  reward_clip: Optional[float] = None,
                  epsilon_per_env: Optional[Sequence[float]] = None,
-                 name: str = "dqn"):
+                 name: str = "dqn",
+                 lstm_size: Optional[Sequence[int]] = None):
         """
         Args:
             time_step_spec: unbatched tf-agents time-step spec of one sub-env.
@@ -91,6 +92,8 @@ class DqnAlgorithm(tf.Module):
             epsilon_per_env: env id i acts with `epsilon_per_env[i % len]`
                 instead of the schedule (which then only reports); None: every
                 env follows `epsilon_greedy`.
+            lstm_size: LSTM sizes after `fc_layers` (`R2d2Algorithm` sets
+                them; a plain DQN is feed-forward).
 
         Raises:
             ValueError: the action is not a scalar integer.
@@ -104,8 +107,9 @@ class DqnAlgorithm(tf.Module):
         self._num_actions = int(self.action_spec.maximum) - int(self.action_spec.minimum) + 1
         obs_spec = self.time_step_spec.observation
         self.q_net, self.target_q_net = networks.q_networks(
-            obs_spec, self.action_spec, fc_layers, activation, conv_layers, observation_scale)
-        self.recurrent = False
+            obs_spec, self.action_spec, fc_layers, activation, conv_layers, observation_scale,
+            lstm_size)
+        self.recurrent, self.burn_in = False, 0
         self.item_terms = ("td_error",)  # prioritized replay's errors
         self._gamma = discount
         self._reward_clip = reward_clip
@@ -119,7 +123,7 @@ class DqnAlgorithm(tf.Module):
 
     @property
     def policy_state_spec(self):
-        return ()
+        return self.q_net.state_spec
 
     @property
     def variables_to_train(self):
@@ -146,10 +150,11 @@ class DqnAlgorithm(tf.Module):
         """Epsilon-greedy actions for N observations (leaves `[N, ...]`).
 
         Returns:
-            `(action, (), log_prob)`: `log_prob` of the epsilon-greedy policy.
+            `(action, policy_state, log_prob)`: `log_prob` of the
+            epsilon-greedy policy, `policy_state` the Q network's after the step.
         """
-        del step_type
-        q_values, _ = self.q_net(observation, training=False)
+        q_values, policy_state = self.q_net(observation, step_type=step_type,
+                                            network_state=policy_state, training=False)
         best = tf.argmax(q_values, axis=-1, output_type=tf.int32)
         if greedy:
             return (tf.cast(best, self.action_spec.dtype) + self.action_spec.minimum,
@@ -176,13 +181,20 @@ class DqnAlgorithm(tf.Module):
         env_id = tf.cast(env_id, tf.int32)
         return tf.gather(self._epsilon_per_env, tf.math.floormod(env_id, size))
 
+    def _time_major_steps(self, experience, bootstrap):
+        """`[S, n, 1]` steps and `[S, 1]` bootstraps -> `[n + 1, S]` steps with the
+        rewards learned from (clipped with `reward_clip`)."""
+        steps = tf.nest.map_structure(layout.time_major_with_bootstrap,
+                                      experience.time_step, bootstrap)
+        if self._reward_clip is not None:
+            steps = steps._replace(reward=tf.clip_by_value(
+                steps.reward, -self._reward_clip, self._reward_clip))
+        return steps
+
     def preprocess(self, experience, bootstrap) -> Samples:
         """Windows `[S, n, 1, ...]` (bootstrap `[S, 1, ...]`) -> `[S]` samples with targets."""
-        steps = tf.nest.map_structure(layout.time_major_with_bootstrap,
-                                      experience.time_step, bootstrap)  # [n + 1, S]
+        steps = self._time_major_steps(experience, bootstrap)  # [n + 1, S]
         reward = steps.reward
-        if self._reward_clip is not None:
-            reward = tf.clip_by_value(reward, -self._reward_clip, self._reward_clip)
         observations = tf.nest.map_structure(layout.flatten_time, steps.observation)
         q_values, _ = self.q_net(observations)
         target_q, _ = self.target_q_net(observations)

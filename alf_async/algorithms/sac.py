@@ -71,6 +71,7 @@ class SacAlgorithm(tf.Module):
             networks.squashed_actor_and_critics(obs_spec, self.action_spec, actor_fc_layers,
                                                 critic_fc_layers, activation))
         self.recurrent = False
+        self.burn_in = 0
         self.item_terms = ("td_error",)  # prioritized replay's errors: the critics'
         self._gamma = discount
         self._reward_scale = reward_scale

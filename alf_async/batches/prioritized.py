@@ -23,7 +23,8 @@ class PrioritizedReplayBatches(UniformReplayBatches):
     the segment's importance weight (`Priorities.weights`). After the update
     the learner's absolute TD errors (the algorithm's `td_error` item term)
     of a segment's windows become its priority (`Priorities.item_priorities`),
-    written back with Reverb's `mutate_priorities`. New segments enter at the
+    R2D2's mix of max and mean; for a recurrent learner a segment is one
+    sequence and its trained steps' errors are mixed the same way. Written back with Reverb's `mutate_priorities`. New segments enter at the
     largest priority so far. The table's sizes and replay ratio are
     `ReplayBuffer`'s settings; with `ReplayBuffer.save_buffer` the priorities
     are saved and restored with the items, and beta follows the learner's env
@@ -46,8 +47,8 @@ class PrioritizedReplayBatches(UniformReplayBatches):
         """
         Args:
             unroll_spec: spec of one unroll (`[T, B, ...]` leaves).
-            algorithm: feed-forward, with `td_error` among its `item_terms`
-                (DQN, SAC).
+            algorithm: with `td_error` among its `item_terms` (DQN, R2D2,
+                SAC); a recurrent one learns from sequences.
             should_stop: ends a wait for samples (the coordinator's).
             env_steps: `() -> int`, the learner's env steps (beta's schedule).
             replay_dir: where a `ReplayBuffer` with `save_buffer` keeps its
@@ -92,14 +93,15 @@ class PrioritizedReplayBatches(UniformReplayBatches):
 
         Args:
             batch: the trained `DeviceBatch`; `batch.items` its `SampledItems`.
-            per_item: `{"td_error": [K, S * T], "mask": [K, S * T]}` (K
-                samples per window); empty after a skipped update.
+            per_item: `{"td_error": [K, S * W], "mask": [K, S * W]}`: K
+                samples per window, W = T windows per segment (a sequence:
+                W = 1, its K = T trained steps); empty after a skipped update.
         """
         if not per_item:
             return
         num_items, steps = len(batch.items.keys), self.replay.windows_per_item
 
-        def by_item(x):  # [K, S * T] (window i * T + t) -> [S, T * K]
+        def by_item(x):  # [K, S * W] (window i * W + w) -> [S, W * K]
             return np.moveaxis(x.reshape(-1, num_items, steps), 1, 0).reshape(num_items, -1)
 
         priorities = self.priorities.item_priorities(by_item(per_item["td_error"]),
@@ -110,9 +112,7 @@ class PrioritizedReplayBatches(UniformReplayBatches):
     def describe(self, unused_env_steps: int) -> str:
         replay = self.replay
         return (f"prioritized replay (alpha {self.priorities.alpha:g}) at "
-                f"{replay.replay_ratio:g} windows per env step: {replay.items_per_batch} "
-                f"segments x {replay.windows_per_item} windows of {replay.sequence_length} "
-                f"steps")
+                f"{replay.replay_ratio:g} windows per env step: {replay.describe_batch()}")
 
     def summaries(self) -> dict:
         return {**super().summaries(),

@@ -10,7 +10,7 @@ import tensorflow as tf
 
 from alf_async import extras, quiet
 from alf_async.batches.priorities import Priorities
-from alf_async.batches.segments import Segment, cut_windows, segment_spec, unroll_segments
+from alf_async.batches.segments import Segment, SequenceSplitter, cut_windows, segment_spec
 from alf_async.experience import LearnBatch, Unroll
 
 
@@ -65,8 +65,13 @@ class ReplayBuffer:
     (`cut_windows`), so that windows start uniformly over the stored steps.
     Prioritized (given `priorities`): `batch_size / T` segments drawn by
     Reverb's `Prioritized` selector, each cut into the T windows that start
-    at its steps, so that an item's priority covers all it holds (R2D2's
-    sequences). The oldest segments leave first once `capacity`
+    at its steps, so that an item's priority covers all it holds.
+    Sequences (given `sequence_prefix`, for a recurrent learner): each
+    segment also holds the `sequence_prefix` steps before it and the policy
+    state before them (`SequenceSplitter`), and a learn batch is
+    `batch_size / T` whole segments, uniformly or by priority (R2D2). In
+    every mode `batch_size` counts the steps the learner trains on (a
+    sequence's prefix is only burnt in). The oldest segments leave first once `capacity`
     env steps are held. A `SampleToInsertRatio` rate limiter holds
     `replay_ratio` (sampled windows per inserted env step): when the learner
     falls behind, `insert` waits (and so do the env threads, behind the learn
@@ -88,7 +93,8 @@ class ReplayBuffer:
                  ratio_tolerance: float = 0.1,
                  save_buffer: bool = False,
                  checkpoint_dir: Optional[str] = None,
-                 priorities: Optional[Priorities] = None):
+                 priorities: Optional[Priorities] = None,
+                 sequence_prefix: Optional[int] = None):
         """
         Args:
             unroll_spec: spec of the driver's unrolls (`[T, B, ...]` leaves).
@@ -111,22 +117,30 @@ class ReplayBuffer:
                 `root_dir/replay`); needed with `save_buffer`.
             priorities: prioritized sampling (`PrioritizedReplayBatches`
                 passes it; None: uniform).
+            sequence_prefix: whole segments with this many steps of burn-in
+                before them, for a recurrent learner (the batch sources pass
+                its `burn_in`); None: windows.
         """
         self._reverb = reverb = extras.import_reverb(
             "AsyncOffPolicyDriver.exp_replayer='uniform'")
-        spec = segment_spec(unroll_spec)
-        self.unroll_length = spec.log_prob.shape[0]
+        self.unroll_length = unroll_spec.experience.log_prob.shape[0]
         _check_settings(capacity, min_size, batch_size, sequence_length, replay_ratio,
-                        ratio_tolerance, self.unroll_length)
+                        ratio_tolerance, self.unroll_length, sequence_prefix)
+        self._splitter = SequenceSplitter(sequence_prefix or 0)
+        self._state_structure = unroll_spec.experience.policy_state
+        spec = segment_spec(unroll_spec, self._splitter.prefix)
         self.batch_size, self.sequence_length = batch_size, sequence_length
-        self.priorities = priorities
-        self.windows_per_item = self.unroll_length if priorities else 1
-        if batch_size % self.windows_per_item:
+        self.priorities, self.sequences = priorities, sequence_prefix is not None
+        # Trained steps per sampled item, and the learn batch's columns per item.
+        steps_per_item = self.unroll_length if priorities or self.sequences else 1
+        self.windows_per_item = 1 if self.sequences else steps_per_item
+        if batch_size % steps_per_item:
             raise ValueError(
                 f"ReplayBuffer.batch_size={batch_size} must be a multiple of "
                 f"AsyncOffPolicyDriver.unroll_length={self.unroll_length} with prioritized "
-                f"replay (each sampled segment gives a window at each of its steps)")
-        self.items_per_batch = batch_size // self.windows_per_item
+                f"replay or sequences (each sampled segment gives all its steps)")
+        self.items_per_batch = batch_size // steps_per_item
+        self._steps_per_item = steps_per_item
         self.replay_ratio = replay_ratio
         if save_buffer and not checkpoint_dir:
             raise ValueError("ReplayBuffer.save_buffer=True needs a checkpoint_dir "
@@ -150,14 +164,15 @@ class ReplayBuffer:
         # in flight (Reverb counted them as sampled, the learner never saw them).
         self.sample_timeouts = 0
         self._steps_sampled_up_to = 0
-        self._cut = tf.function(self._every_window if priorities else self._random_windows,
-                                autograph=False)
+        cut = (self._whole_segments if self.sequences else
+               self._every_window if priorities else self._random_windows)
+        self._cut = tf.function(cut, autograph=False)
 
     def _table(self, spec: Segment, spec_batch_size: int, capacity: int, min_size: int,
                ratio_tolerance: float):
         reverb, steps = self._reverb, self.unroll_length
         # Sampled items per inserted segment of T steps.
-        samples_per_insert = self.replay_ratio * steps / self.windows_per_item
+        samples_per_insert = self.replay_ratio * steps / self._steps_per_item
         min_items = max(1, min_size // steps)
         # At least room for a learn batch and an unroll's B segments either side.
         error_buffer = max(ratio_tolerance * min_items * samples_per_insert,
@@ -234,7 +249,7 @@ class ReplayBuffer:
             True once they are stored; False if `should_stop()` turned true
             while waiting.
         """
-        segments = unroll_segments(unroll)
+        segments = self._splitter.split(unroll)
         priority = self.priorities.new_item_priority() if self.priorities else 1.0
         for segment in segments:
             self._writer.append(segment)
@@ -245,7 +260,8 @@ class ReplayBuffer:
                 self._writer.flush(timeout_ms=self._POLL_MS)
             except self._reverb.errors.DeadlineExceededError:
                 continue
-            self.inserted_steps += len(segments) * self.unroll_length
+            # A new stream's first unroll only prefixes the next: its steps count.
+            self.inserted_steps += unroll.experience.log_prob.size
             return True
         return False
 
@@ -253,12 +269,13 @@ class ReplayBuffer:
         """Waits for a learn batch of `batch_size` windows (None if `should_stop()`).
 
         Returns:
-            `LearnBatch` with experience leaves `[batch_size, sequence_length,
-            1, ...]` (no policy state), bootstrap leaves `[batch_size, 1,
-            ...]`, the windows' env ids, and as `env_steps` the env steps
-            inserted since the previous batch. Prioritized: the windows are
-            item-major (item i's window at step t is `i * T + t`) and
-            `items` is the batch's `SampledItems`.
+            `LearnBatch` with experience leaves `[Q', T', 1, ...]`
+            (`batch_shape`; windows: `[batch_size, sequence_length, 1]`),
+            bootstrap leaves `[Q', 1, ...]`, their env ids, and as `env_steps`
+            the env steps inserted since the previous batch. Prioritized
+            windows are item-major (item i's window at step t is `i * T + t`)
+            and `items` is the batch's `SampledItems`. Sequences carry their
+            stored policy state at every step.
         """
         while not should_stop():
             if self._samples is None:
@@ -291,6 +308,32 @@ class ReplayBuffer:
         starts = tf.random.uniform([self.batch_size], 0, self.unroll_length, tf.int32)
         return cut_windows(segments, starts, self.sequence_length)
 
+    def _whole_segments(self, segments: Segment) -> Unroll:
+        """Each segment as one sequence: `[items, prefix + T, 1]`, from its stored state."""
+        length = self._splitter.prefix + self.unroll_length
+        state = tf.nest.pack_sequence_as(  # Reverb gives lists back as tuples
+            self._state_structure, tf.nest.flatten(segments.policy_state))
+        return cut_windows(segments._replace(policy_state=state),
+                           tf.zeros([self.items_per_batch], tf.int32), length)
+
+    def describe_batch(self) -> str:
+        """What a learn batch holds, for the console."""
+        if self.sequences:
+            return (f"{self.items_per_batch} sequences of {self._splitter.prefix} burn-in + "
+                    f"{self.unroll_length} steps")
+        if self.priorities:
+            return (f"{self.items_per_batch} segments x {self.windows_per_item} windows of "
+                    f"{self.sequence_length} steps")
+        return f"{self.batch_size} windows of {self.sequence_length} steps"
+
+    @property
+    def batch_shape(self) -> tuple:
+        """`(Q', T', B')` of the learn batches: windows `(batch_size, sequence_length, 1)`,
+        or sequences `(batch_size / T, prefix + T, 1)`."""
+        if self.sequences:
+            return self.items_per_batch, self._splitter.prefix + self.unroll_length, 1
+        return self.batch_size, self.sequence_length, 1
+
     def _every_window(self, segments: Segment) -> Unroll:
         """The T windows of each segment, item-major: `[items * T, sequence_length, 1]`."""
         steps = self.unroll_length
@@ -316,8 +359,12 @@ class ReplayBuffer:
 
 
 def _check_settings(capacity, min_size, batch_size, sequence_length, replay_ratio,
-                    ratio_tolerance, unroll_length: int) -> None:
+                    ratio_tolerance, unroll_length: int, sequence_prefix) -> None:
     """Raises ValueError naming the `ReplayBuffer` setting that breaks a rule."""
+    if sequence_prefix is not None and not 0 <= sequence_prefix <= unroll_length:
+        raise ValueError(f"The recurrent algorithm's burn_in={sequence_prefix} must be in "
+                         f"[0, AsyncOffPolicyDriver.unroll_length={unroll_length}] (its "
+                         f"steps come from a sub-env's previous unroll)")
     for name, value, least in [("capacity", capacity, unroll_length),
                                ("min_size", min_size, unroll_length),
                                ("batch_size", batch_size, 1),

@@ -30,23 +30,22 @@ class UniformReplayBatches:
         """
         Args:
             unroll_spec: spec of one unroll (`[T, B, ...]` leaves).
-            algorithm: its policy must be feed-forward (replayed windows
-                carry no recurrent state).
+            algorithm: a recurrent one (`algorithm.recurrent`) learns from
+                whole sequences with `algorithm.burn_in` steps before them;
+                a feed-forward one from windows.
             should_stop: ends a wait for samples (the coordinator's).
             replay_dir: where a `ReplayBuffer` with `save_buffer` keeps its
                 content (the trainer passes `root_dir/replay`).
             priorities: prioritized sampling (`PrioritizedReplayBatches`).
         """
-        if tf.nest.flatten(algorithm.policy_state_spec):
-            raise ValueError(f"exp_replayer={self.NAME!r} needs a feed-forward policy "
-                             f"(replayed windows carry no recurrent state)")
-        self.replay = ReplayBuffer(unroll_spec, checkpoint_dir=replay_dir,
-                                   priorities=priorities)
+        self.replay = ReplayBuffer(
+            unroll_spec, checkpoint_dir=replay_dir, priorities=priorities,
+            sequence_prefix=algorithm.burn_in if algorithm.recurrent else None)
         self._should_stop = should_stop
 
     def shape(self, unused_unroll_length: int, unused_batch_size: int) -> tuple:
-        """`(batch_size, sequence_length, 1)`: each window is one unroll of one sub-env."""
-        return self.replay.batch_size, self.replay.sequence_length, 1
+        """`(Q', T', 1)`: each window or sequence is one unroll of one sub-env."""
+        return self.replay.batch_shape
 
     def threads(self, coord: tf.train.Coordinator, queues) -> list:
         """The writer thread, from the learn queue into the table."""
@@ -64,7 +63,7 @@ class UniformReplayBatches:
 
     def describe(self, unused_env_steps: int) -> str:
         return (f"uniform replay at {self.replay.replay_ratio:g} windows per env step: "
-                f"{self.replay.batch_size} windows of {self.replay.sequence_length} steps")
+                f"{self.replay.describe_batch()}")
 
     def summaries(self) -> dict:
         return {"replay/achieved_ratio": self.replay.achieved_ratio,

@@ -85,3 +85,22 @@ def test_n_step_return_matches_numpy_loop():
         # Some windows end early (terminated or truncated), some bootstrap at row n.
         if n > 1:
             assert (step_types[1:-1] == ts.StepType.LAST).any()
+
+
+def test_n_step_returns_from_every_row_stop_at_the_sequences_end():
+    """Row t's return is row 0's of the window t ... min(t + n, T): a return that
+    would run past the last row bootstraps there (R2D2's sequences)."""
+    rng = np.random.default_rng(5)
+    rewards, discounts, step_types, values = _random_sequences(rng, t_len=10, n=32)
+    got = advantages.n_step_returns(rewards, discounts, step_types, values, 0.9, 3).numpy()
+    assert got.shape == (10, 32)
+    for t in range(10):
+        end = min(t + 3, 10)
+        window = [x[t:end + 1] for x in (rewards, discounts, step_types, values)]
+        want = numpy_n_step_return(*window, 0.9)
+        valid = step_types[t] != ts.StepType.LAST
+        np.testing.assert_allclose(got[t][valid], want[valid], rtol=1e-5, atol=1e-5)
+    # The last row's return is one step: its reward and the bootstrap's value.
+    mid = (step_types[9] != ts.StepType.LAST)
+    np.testing.assert_allclose(got[9][mid], (rewards[10] + 0.9 * discounts[10] * values[10])[mid],
+                               rtol=1e-5)

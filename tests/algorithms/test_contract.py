@@ -32,6 +32,7 @@ class _NoAct:
 
     time_step_spec = action_spec = policy_state_spec = ()
     recurrent = False
+    burn_in = 0
     item_terms = ()
     variables_to_train = ()
 

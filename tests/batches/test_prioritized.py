@@ -17,15 +17,21 @@ class _TdAlgorithm:
     """What the source asks of an algorithm: feed-forward, with a `td_error` item term."""
     policy_state_spec = ()
     item_terms = ("td_error",)
+    recurrent, burn_in = False, 0
 
 
-def _source(env_steps=lambda: 500):
+class _RecurrentTdAlgorithm(_TdAlgorithm):
+    """A recurrent one (R2D2's shape): sequences with 2 steps of burn-in."""
+    recurrent, burn_in = True, 2
+
+
+def _source(env_steps=lambda: 500, algorithm=_TdAlgorithm, state_size=0):
     replay = {"ReplayBuffer.capacity": 10_000, "ReplayBuffer.min_size": 4 * T,
               "ReplayBuffer.batch_size": 4 * T, "ReplayBuffer.replay_ratio": 1e6}
     end = time.monotonic() + 30
     with gin_bound(replay):
         return PrioritizedReplayBatches(
-            unroll_spec(), _TdAlgorithm(), lambda: time.monotonic() > end, env_steps,
+            unroll_spec(state_size), algorithm(), lambda: time.monotonic() > end, env_steps,
             priority_replay_alpha=ALPHA, priority_replay_beta=[(0, 0.0), (1000, 1.0)],
             priority_replay_eps=EPS, priority_replay_eta=ETA)
 
@@ -86,5 +92,41 @@ def test_td_errors_written_back_become_the_segments_priorities():
         assert source.summaries()["replay/priority_updates"] == len(segments)
         source.after_update(batch, {})  # a skipped update writes nothing
         assert source.summaries()["replay/priority_updates"] == len(segments)
+    finally:
+        source.close()
+
+
+def _with_state(unroll):
+    state = np.repeat(unroll.experience.time_step.reward[:, :, None], 3, axis=2)
+    return unroll._replace(experience=unroll.experience._replace(policy_state=(state,)))
+
+
+def test_a_recurrent_learners_sequence_gets_the_mix_of_its_trained_steps_errors():
+    source = _source(algorithm=_RecurrentTdAlgorithm, state_size=3)
+    try:
+        for first in (0, 1000, 2000):  # the first unroll of each stream only prefixes
+            assert source.replay.insert(_with_state(counting_unroll(first)), lambda: False)
+        batch = source.next()
+        assert batch.experience.time_step.reward.shape == (4, 2 + T, 1)
+        assert batch.weights.shape == (4, 1)  # a weight per sequence
+        sequences = batch.experience.time_step.reward.numpy()[:, 2, 0].astype(int)
+        # The learner's per-item terms of sequences: [K = T steps, S]; step t of
+        # sequence s has |TD error| (s + 1) * (t + 1), its last step masked.
+        errors = np.array([[(s + 1.0) * (t + 1) for s in sequences] for t in range(T)])
+        mask = np.ones_like(errors)
+        mask[-1] = 0
+        source.after_update(types.SimpleNamespace(items=batch.items),
+                            {"td_error": errors, "mask": mask})
+        want = {s: ETA * (s + 1.0) * (T - 1) + (1 - ETA) * (s + 1.0) * T / 2 + EPS
+                for s in sequences}
+        for _ in range(10):  # batches sampled before the write
+            source.next()
+        priority = dict.fromkeys((1000, 1100, 2000, 2100), 1.0)
+        priority.update(want)
+        total = sum(priority.values())
+        batch = source.next()
+        for sequence, probability in zip(batch.experience.time_step.reward.numpy()[:, 2, 0],
+                                         batch.items.probability):
+            assert probability == pytest.approx(priority[int(sequence)] / total, rel=1e-5)
     finally:
         source.close()

@@ -323,3 +323,38 @@ def test_a_prioritized_batch_size_must_hold_whole_segments():
     with pytest.raises(ValueError, match="ReplayBuffer.batch_size=20 must be a multiple of "
                                          "AsyncOffPolicyDriver.unroll_length=8"):
         _prioritized(batch_size=20)
+
+
+def _with_state(unroll):
+    """A `[T, B, 3]` policy state equal to each step's count."""
+    state = np.repeat(unroll.experience.time_step.reward[:, :, None], 3, axis=2)
+    return unroll._replace(experience=unroll.experience._replace(policy_state=(state,)))
+
+
+def test_sequences_are_whole_prefixed_segments_from_the_state_before_them():
+    replay = ReplayBuffer(_spec(state_size=3), capacity=10_000, min_size=T, batch_size=2 * T,
+                          replay_ratio=1e6, sequence_prefix=3)
+    try:
+        assert replay.batch_shape == (2, 3 + T, 1)
+        for k in range(3):
+            assert replay.insert(_with_state(_unroll(k * T)), _deadline(10))
+        assert replay.inserted_steps == 3 * T * B  # the first unroll's steps count too
+        for _ in range(5):
+            batch = replay.sample(_deadline(10))
+            reward = batch.experience.time_step.reward.numpy()[:, :, 0]
+            assert reward.shape == (2, 3 + T)
+            first = reward[:, 0]
+            assert set(first % 100) <= {T - 3, 2 * T - 3}  # unrolls 1 and 2, 3 steps early
+            np.testing.assert_array_equal(reward, first[:, None] + np.arange(3 + T))
+            np.testing.assert_array_equal(batch.bootstrap.reward.numpy()[:, 0], first + 3 + T)
+            state = batch.experience.policy_state[0].numpy()
+            np.testing.assert_array_equal(state[:, 0, 0, 0], first)
+    finally:
+        replay.close()
+
+
+def test_a_burn_in_longer_than_an_unroll_names_the_setting():
+    with pytest.raises(ValueError, match=r"burn_in=9 must be in \[0, "
+                                         r"AsyncOffPolicyDriver.unroll_length=8\]"):
+        ReplayBuffer(_spec(state_size=3), capacity=10_000, min_size=T, batch_size=2 * T,
+                     sequence_prefix=9)

@@ -69,7 +69,6 @@ def test_uniform_replay_batches_are_windows_of_one_sub_env_with_the_settings_rat
      "exp_replayer='prioritized' needs an algorithm with a 'td_error' item term"),
     (dict(exp_replayer="uniform", deterministic=True, seed=1),
      "deterministic=True needs exp_replayer='one_time'"),
-    (dict(exp_replayer="uniform"), "needs a feed-forward policy"),
 ])
 def test_uniform_replay_settings_that_cannot_work_are_value_errors(kwargs, message):
     with pytest.raises(ValueError, match=message):
