@@ -10,6 +10,17 @@ from alf_async.algorithms import advantages as adv_lib
 from alf_async.algorithms.dqn import DqnAlgorithm, Samples, huber
 
 
+def rescale(x, eps: float = 1e-3):
+    """R2D2's value rescaling `h(x) = sign(x) (sqrt(|x| + 1) - 1) + eps x`."""
+    return tf.sign(x) * (tf.sqrt(tf.abs(x) + 1.0) - 1.0) + eps * x
+
+
+def unrescale(x, eps: float = 1e-3):
+    """The inverse of `rescale`."""
+    root = (tf.sqrt(1.0 + 4.0 * eps * (tf.abs(x) + 1.0 + eps)) - 1.0) / (2.0 * eps)
+    return tf.sign(x) * (tf.square(root) - 1.0)
+
+
 @gin.configurable(module="alf_async")
 class R2d2Algorithm(DqnAlgorithm):
     """Double DQN with an LSTM Q network, trained on whole replayed sequences.
@@ -24,7 +35,9 @@ class R2d2Algorithm(DqnAlgorithm):
     - the loss runs the online network over the burn-in steps without
       gradient, then over the T trained steps from the state it reached.
     With prioritized replay a sequence's priority is R2D2's
-    `eta * max |delta| + (1 - eta) * mean |delta|` over its T steps.
+    `eta * max |delta| + (1 - eta) * mean |delta|` over its T steps. With
+    `value_rescaling` the network learns `h(Q)` (`rescale`): targets are
+    `h(n-step return of h^-1(values))`, as R2D2 does for Atari's large returns.
 
     Acting, epsilon schedules (`epsilon_per_env` for Ape-X's rates) and the
     target network are `DqnAlgorithm`'s; its settings are set here as
@@ -35,15 +48,18 @@ class R2d2Algorithm(DqnAlgorithm):
     """
 
     def __init__(self, time_step_spec, action_spec, lstm_size: Sequence[int] = (64,),
-                 burn_in: int = 8, n_step: int = 3, **dqn_settings):
+                 burn_in: int = 8, n_step: int = 3, value_rescaling: bool = False,
+                 **dqn_settings):
         """
         Args:
-            time_step_spec, action_spec: as `DqnAlgorithm`'s.
+            time_step_spec: as `DqnAlgorithm`'s.
+            action_spec: as `DqnAlgorithm`'s.
             lstm_size: LSTM layer sizes after `fc_layers`.
             burn_in: steps before each replayed sequence that only bring the
                 LSTM's state forward (from the stored one); at most
                 `AsyncOffPolicyDriver.unroll_length`.
             n_step: n of the n-step targets.
+            value_rescaling: learn `h(Q)` instead of Q (`rescale`).
             **dqn_settings: `DqnAlgorithm`'s other arguments.
 
         Raises:
@@ -57,6 +73,7 @@ class R2d2Algorithm(DqnAlgorithm):
                                  f"got {value!r}")
         super().__init__(time_step_spec, action_spec, lstm_size=lstm_size, **dqn_settings)
         self.recurrent, self.burn_in, self._n_step = True, burn_in, n_step
+        self._value_rescaling = value_rescaling
 
     def preprocess(self, experience, bootstrap) -> Samples:
         """Sequences `[S, burn_in + T, 1, ...]` (bootstrap `[S, 1, ...]`) -> `[S]` samples.
@@ -68,13 +85,17 @@ class R2d2Algorithm(DqnAlgorithm):
         """
         steps = self._time_major_steps(experience, bootstrap)  # [L + 1, S]
         state = tf.nest.map_structure(layout.first_step, experience.policy_state)
-        batch_major = lambda x: layout.swap_time(x)  # [L + 1, S] <-> [S, L + 1]
+        batch_major = layout.swap_time  # [L + 1, S] <-> [S, L + 1]
         run = lambda net: net(tf.nest.map_structure(batch_major, steps.observation),
                               step_type=batch_major(steps.step_type), network_state=state)[0]
         best = tf.argmax(run(self.q_net), axis=-1, output_type=tf.int32)  # [S, L + 1]
         values = batch_major(tf.gather(run(self.target_q_net), best, batch_dims=2))
+        if self._value_rescaling:
+            values = unrescale(values)
         target = adv_lib.n_step_returns(steps.reward, steps.discount, steps.step_type,
                                         tf.stop_gradient(values), self._gamma, self._n_step)
+        if self._value_rescaling:
+            target = rescale(target)
         trained = lambda x: batch_major(x)[:, self.burn_in:]  # [L, S] -> [S, T]
         action = layout.time_major(experience.action) - self.action_spec.minimum
         return dict(observation=tf.nest.map_structure(lambda x: batch_major(x[:-1]),

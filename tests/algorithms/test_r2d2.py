@@ -6,6 +6,7 @@ import tensorflow as tf
 from tf_agents.trajectories import time_step as ts
 
 from alf_async.algorithms import R2d2Algorithm
+from alf_async.algorithms.r2d2 import rescale, unrescale
 from alf_async.environments import CartPoleBatchedEnv
 from alf_async.evaluation import GreedyPolicy
 from alf_async.experience import Experience
@@ -109,3 +110,24 @@ def test_acting_carries_the_lstm_state_and_the_greedy_policy_is_recurrent():
 def test_bad_settings_name_the_setting(kwargs, message):
     with pytest.raises(ValueError, match=message):
         _algorithm(**kwargs)
+
+
+def test_value_rescaling_inverts_and_rescaled_targets_are_h_of_the_return():
+    x = tf.constant([-500.0, -3.0, -0.5, 0.0, 0.7, 12.0, 1e4])
+    np.testing.assert_allclose(unrescale(rescale(x)).numpy(), x.numpy(), rtol=1e-4, atol=1e-4)
+    assert rescale(tf.constant(99.0)).numpy() == pytest.approx(9.0 + 0.099, rel=1e-5)
+    rng = np.random.default_rng(2)
+    plain, rescaled = _algorithm(), _algorithm(value_rescaling=True)
+    for a, b in zip(plain.variables, rescaled.variables):
+        b.assign(a)
+    experience, bootstrap, steps, _ = _sequences(rng, plain)
+    want_values = plain.preprocess(experience, bootstrap)["target"].numpy()
+    got = rescaled.preprocess(experience, bootstrap)["target"].numpy()
+    # n = 1: plain target = r + gamma d v; rescaled = h(r + gamma d h^-1(v)).
+    reward = steps.reward[1:][BURN_IN:].T
+    discount = steps.discount[1:][BURN_IN:].T
+    values = (want_values - reward) / np.where(discount > 0, GAMMA * discount, 1.0)
+    want = rescale(tf.constant(reward + GAMMA * discount * unrescale(tf.constant(values))))
+    mask = rescaled.preprocess(experience, bootstrap)["mask"].numpy() > 0
+    mask &= discount > 0
+    np.testing.assert_allclose(got[mask], want.numpy()[mask], rtol=1e-4, atol=1e-4)
