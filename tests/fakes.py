@@ -161,6 +161,7 @@ class WeightPolicy(tf.Module):
         self.time_step_spec = time_step_spec
         self.action_spec = action_spec
         self.policy_state_spec = () if stateless else tf.TensorSpec([], tf.int32)
+        self.recurrent, self.burn_in = False, 0  # a replay cuts windows
         self.weight = tf.Variable(tf.zeros(weight_shape, tf.int64))
 
     def act(self, observation, step_type, policy_state, seed=None, env_id=None):
