@@ -39,6 +39,7 @@ def test_bad_settings_are_value_errors_naming_the_setting_before_any_thread(bind
 
 @pytest.mark.parametrize("gin_file, bindings", [
     ("ppo_async.gin", ["create_environment.num_parallel_environments=4"]),
+    ("dqn_cartpole.gin", ["ReplayBuffer.min_size=64"]),  # uniform, whole segments
     ("dqn_cartpole_prioritized.gin", ["ReplayBuffer.min_size=64"]),
     ("r2d2_cartpole.gin", ["ReplayBuffer.min_size=64", "ReplayBuffer.batch_size=64",
                            "AsyncOffPolicyDriver.exp_replayer='prioritized'"])])

@@ -195,11 +195,13 @@ class DqnAlgorithm(tf.Module):
         """Windows `[S, n, 1, ...]` (bootstrap `[S, 1, ...]`) -> `[S]` samples with targets."""
         steps = self._time_major_steps(experience, bootstrap)  # [n + 1, S]
         reward = steps.reward
-        observations = tf.nest.map_structure(layout.flatten_time, steps.observation)
-        q_values, _ = self.q_net(observations)
-        target_q, _ = self.target_q_net(observations)
+        # A return bootstraps from rows 1..n only: row 0's value is never used.
+        later = tf.nest.map_structure(lambda x: layout.flatten_time(x[1:]), steps.observation)
+        q_values, _ = self.q_net(later)
+        target_q, _ = self.target_q_net(later)
         best = tf.argmax(q_values, axis=-1, output_type=tf.int32)
-        values = tf.reshape(tf.gather(target_q, best, batch_dims=1), tf.shape(reward))
+        values = tf.reshape(tf.gather(target_q, best, batch_dims=1), tf.shape(reward[1:]))
+        values = tf.concat([tf.zeros_like(values[:1]), values], 0)
         target = adv_lib.n_step_return(reward, steps.discount, steps.step_type,
                                        tf.stop_gradient(values), self._gamma)
         action = layout.time_major(experience.action)[0]

@@ -62,8 +62,10 @@ class ReplayBuffer:
     their bootstrap). Uniform (ALF's `exp_replayer='uniform'`): a learn batch
     is `batch_size` segments drawn uniformly with replacement, each cut to a
     window of `sequence_length` steps from a uniformly drawn start
-    (`cut_windows`), so that windows start uniformly over the stored steps.
-    Prioritized (given `priorities`): `batch_size / T` segments drawn by
+    (`cut_windows`), so that windows start uniformly over the stored steps;
+    with `whole_segments`, `batch_size / T` segments each cut into all their
+    T windows instead (every window is still drawn with the same chance, and
+    Reverb's cost per sampled item is shared by T windows). Prioritized (given `priorities`): `batch_size / T` segments drawn by
     Reverb's `Prioritized` selector, each cut into the T windows that start
     at its steps, so that an item's priority covers all it holds.
     Sequences (given `sequence_prefix`, for a recurrent learner): each
@@ -94,7 +96,8 @@ class ReplayBuffer:
                  save_buffer: bool = False,
                  checkpoint_dir: Optional[str] = None,
                  priorities: Optional[Priorities] = None,
-                 sequence_prefix: Optional[int] = None):
+                 sequence_prefix: Optional[int] = None,
+                 whole_segments: bool = False):
         """
         Args:
             unroll_spec: spec of the driver's unrolls (`[T, B, ...]` leaves).
@@ -120,6 +123,10 @@ class ReplayBuffer:
             sequence_prefix: whole segments with this many steps of burn-in
                 before them, for a recurrent learner (the batch sources pass
                 its `burn_in`); None: windows.
+            whole_segments: uniform replay samples `batch_size / T` segments
+                and learns from every window of each (prioritized replay and
+                sequences always do); False: `batch_size` segments, one
+                window of each.
         """
         self._reverb = reverb = extras.import_reverb(
             "AsyncOffPolicyDriver.exp_replayer='uniform'")
@@ -132,13 +139,15 @@ class ReplayBuffer:
         self.batch_size, self.sequence_length = batch_size, sequence_length
         self.priorities, self.sequences = priorities, sequence_prefix is not None
         # Trained steps per sampled item, and the learn batch's columns per item.
-        steps_per_item = self.unroll_length if priorities or self.sequences else 1
+        whole = bool(priorities or self.sequences or whole_segments)
+        steps_per_item = self.unroll_length if whole else 1
         self.windows_per_item = 1 if self.sequences else steps_per_item
         if batch_size % steps_per_item:
             raise ValueError(
                 f"ReplayBuffer.batch_size={batch_size} must be a multiple of "
                 f"AsyncOffPolicyDriver.unroll_length={self.unroll_length} with prioritized "
-                f"replay or sequences (each sampled segment gives all its steps)")
+                f"replay, sequences or whole_segments (each sampled segment gives all its "
+                f"steps)")
         self.items_per_batch = batch_size // steps_per_item
         self._steps_per_item = steps_per_item
         self.replay_ratio = replay_ratio
@@ -165,7 +174,7 @@ class ReplayBuffer:
         self.sample_timeouts = 0
         self._steps_sampled_up_to = 0
         cut = (self._whole_segments if self.sequences else
-               self._every_window if priorities else self._random_windows)
+               self._every_window if whole else self._random_windows)
         self._cut = tf.function(cut, autograph=False)
 
     def _table(self, spec: Segment, spec_batch_size: int, capacity: int, min_size: int,
@@ -321,7 +330,7 @@ class ReplayBuffer:
         if self.sequences:
             return (f"{self.items_per_batch} sequences of {self._splitter.prefix} burn-in + "
                     f"{self.unroll_length} steps")
-        if self.priorities:
+        if self.windows_per_item > 1:
             return (f"{self.items_per_batch} segments x {self.windows_per_item} windows of "
                     f"{self.sequence_length} steps")
         return f"{self.batch_size} windows of {self.sequence_length} steps"

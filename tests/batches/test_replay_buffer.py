@@ -276,6 +276,29 @@ def test_a_prioritized_batch_is_every_window_of_its_segments_item_major():
         replay.close()
 
 
+def test_uniform_whole_segments_give_every_window_of_batch_size_over_t_segments():
+    replay = _replay(replay_ratio=1e6, min_size=4 * T, batch_size=4 * T, whole_segments=True)
+    try:
+        _fill(replay)
+        seen = set()
+        for _ in range(20):
+            batch = replay.sample(_deadline(10))
+            first = batch.experience.time_step.reward.numpy()[:, 0, 0]
+            assert first.shape == (4 * T,) and batch.items is None
+            segments = _segment_ids(batch)
+            starts = first.reshape(4, T) - segments[:, None]
+            np.testing.assert_array_equal(starts, np.tile(np.arange(T), (4, 1)))
+            seen.update(segments)
+        assert seen == {0, 100, 1000, 1100}  # drawn from all the stored segments
+        # The limiter counts a sampled segment as its T windows: the 4 segments due
+        # at min_size are replay_ratio items each, not replay_ratio * T.
+        assert replay.offset == 4 * replay.replay_ratio
+        assert replay.sampled_windows == 20 * 4 * T
+        assert replay.describe_batch() == f"4 segments x {T} windows of 1 steps"
+    finally:
+        replay.close()
+
+
 def test_sampling_follows_p_to_the_alpha_and_written_priorities_reach_the_table():
     replay = _prioritized(alpha=0.5)
     wanted = {0: 1.0, 100: 4.0, 1000: 9.0, 1100: 16.0}  # p^0.5: 1, 2, 3, 4
