@@ -18,6 +18,7 @@ import json
 import os
 import shlex
 import sys
+from typing import Sequence
 
 # TensorBoard's event reader imports TensorFlow: no CPU-feature banner from it.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -100,7 +101,7 @@ def report_command(dirs) -> int:
           f"curves.png")
     if FLAGS.publish:
         _publish(summary, dirs[0], FLAGS.publish)
-        return docs_command()
+        return docs_command(redraw=[os.path.splitext(os.path.basename(FLAGS.publish))[0]])
     return 0
 
 
@@ -118,11 +119,12 @@ def _publish(summary: dict, experiment_dir: str, path: str) -> None:
     print(f"published {path}")
 
 
-def docs_command() -> int:
-    """`docs`: rewrites the README's configs table and docs/results.md (run it in a checkout)."""
+def docs_command(redraw: Sequence[str] = ()) -> int:
+    """`docs`: rewrites the README's configs table and docs/results.md (run it in a
+    checkout), and the curves of the results named in `redraw`."""
     from alf_async.experiments import docs_tables  # pylint: disable=import-outside-toplevel
     try:
-        changed = docs_tables.write(os.getcwd())
+        changed = docs_tables.write(os.getcwd(), redraw)
     except (OSError, ValueError) as error:
         _fail(f"docs must run in a checkout of alf_async (README.md, docs/results/): {error}")
     print("rewrote " + ", ".join(changed) if changed else "the result tables are up to date")

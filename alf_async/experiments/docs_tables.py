@@ -16,7 +16,7 @@ import json
 import os
 import re
 import statistics
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from alf_async.experiments import ledgers, report
 
@@ -103,12 +103,14 @@ def curves_image(name: str, summary: Dict) -> Optional[str]:
     return f"results/{name}.png" if summary["source"] != "by hand" else None
 
 
-def _draw_missing_curves(root: str, results: List[Tuple[str, Dict]]) -> List[str]:
-    """Draws `docs/results/<name>.png` for experiment results that lack one."""
+def _draw_missing_curves(root: str, results: List[Tuple[str, Dict]],
+                         redraw: Sequence[str] = ()) -> List[str]:
+    """Draws `docs/results/<name>.png` for experiment results that lack one, and for
+    the names in `redraw` (results published anew)."""
     drawn = []
     for name, summary in results:
         path = os.path.join(root, "docs", f"results/{name}.png")
-        if summary["source"] != "by hand" and not os.path.exists(path):
+        if summary["source"] != "by hand" and (name in redraw or not os.path.exists(path)):
             report.plot(summary, path)
             drawn.append(path)
     return drawn
@@ -131,9 +133,16 @@ def render(root: str) -> Dict[str, str]:
             os.path.join(root, "docs", "results.md"): results_page(results)}
 
 
-def write(root: str) -> List[str]:
-    """Rewrites the generated files; returns those that changed."""
-    changed = _draw_missing_curves(root, load_results(os.path.join(root, "docs", "results")))
+def write(root: str, redraw: Sequence[str] = ()) -> List[str]:
+    """Rewrites the generated files; returns those that changed.
+
+    Args:
+        root: the repository checkout.
+        redraw: names of results whose curves PNG is drawn again even if it
+            exists (`--publish` passes the one it wrote).
+    """
+    changed = _draw_missing_curves(root, load_results(os.path.join(root, "docs", "results")),
+                                   redraw)
     for path, content in render(root).items():
         old = open(path).read() if os.path.exists(path) else None
         if content != old:

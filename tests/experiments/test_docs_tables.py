@@ -1,6 +1,11 @@
 """`docs_tables`: the README's configs table from published summaries."""
 
+import os
+import shutil
+
 from alf_async.experiments import docs_tables
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _cell(name):
@@ -18,3 +23,17 @@ def test_a_results_file_of_several_cells_names_each_cells_row():
         "| [`ppo_async.gin`](docs/results.md#ppo_async)",
         "| [`ppo_chaos.gin` (faults=none)](docs/results.md#ppo_chaos)",
         "| [`ppo_chaos.gin` (faults=all)](docs/results.md#ppo_chaos)"]
+
+
+
+def test_a_result_published_anew_gets_its_curves_drawn_again(tmp_path):
+    results = tmp_path / "docs" / "results"
+    results.mkdir(parents=True)
+    (tmp_path / "README.md").write_text(f"{docs_tables.BEGIN}\n{docs_tables.END}\n")
+    shutil.copy(os.path.join(ROOT, "docs", "results", "ppo_async.json"), results)
+    png = results / "ppo_async.png"
+    png.write_bytes(b"stale curves of the previous result")
+    docs_tables.write(str(tmp_path))
+    assert png.read_bytes() == b"stale curves of the previous result"  # not asked: kept
+    docs_tables.write(str(tmp_path), redraw=["ppo_async"])
+    assert png.read_bytes().startswith(b"\x89PNG")
