@@ -3,7 +3,7 @@
 import collections
 import threading
 import time
-from typing import Sequence
+from typing import Optional, Sequence
 
 import gin
 import numpy as np
@@ -13,7 +13,7 @@ from tf_agents.trajectories import time_step as ts
 
 @gin.configurable(module="alf_async")
 class EpisodeStats:
-    """Returns and lengths of finished episodes over all sub-envs.
+    """Returns and lengths of finished episodes over all sub-envs (of the counted envs).
 
     An episode's return is the sum of the rewards of its non-FIRST steps and
     its length the number of those steps (CartPole-v1's best is 500 / 500).
@@ -26,13 +26,23 @@ class EpisodeStats:
     called from any thread.
     """
 
-    def __init__(self, num_envs: int, batch_size: int, window: int = 100):
+    def __init__(self, num_envs: int, batch_size: int, window: int = 100,
+                 counted_envs: Optional[Sequence[int]] = None):
         """
         Args:
-            num_envs: number of env threads.
+            num_envs: number of env ids (env threads, of all actor processes).
             batch_size: B, sub-envs per env thread.
             window: number of most recent episodes the averages cover.
+            counted_envs: the env ids whose episodes make `averages()` (what the
+                console, `*/AverageReturn`, `train.report_return` and
+                `train.stop_at_return` read); None: all. Ape-X leaves out the
+                envs that explore most, whose returns measure their epsilon,
+                not the policy. Every env still counts in `returns_by_env()`.
+
+        Raises:
+            ValueError: a counted env id outside `[0, num_envs)`, or none.
         """
+        self._counted = self._check_counted(counted_envs, num_envs)
         self._lock = threading.Lock()
         self._returns = np.zeros((num_envs, batch_size), np.float64)
         self._lengths = np.zeros((num_envs, batch_size), np.int64)
@@ -41,6 +51,16 @@ class EpisodeStats:
         self._recent_by_env = [collections.deque(maxlen=window) for _ in range(num_envs)]
         self._num_episodes = 0
         self._num_env_steps = 0
+
+    @staticmethod
+    def _check_counted(counted_envs, num_envs: int) -> frozenset:
+        if counted_envs is None:
+            return frozenset(range(num_envs))
+        counted = frozenset(counted_envs)
+        if not counted or not counted <= set(range(num_envs)):
+            raise ValueError(f"EpisodeStats.counted_envs must name env ids of this run "
+                             f"(0 ... {num_envs - 1}), got {list(counted_envs)!r}")
+        return counted
 
     def update(self, reward, step_type, env_id: int) -> None:
         """Accounts one unroll of env `env_id`; `reward`, `step_type`: `[T, B]`."""
@@ -60,7 +80,8 @@ class EpisodeStats:
                 returns[last] = 0.0
                 lengths[last] = 0
         with self._lock:
-            self._recent.extend(finished)
+            if env_id in self._counted:
+                self._recent.extend(finished)
             self._recent_by_env[env_id].extend(finished)
             self._num_episodes += len(finished)
             self._num_env_steps += reward.size

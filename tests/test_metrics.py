@@ -1,6 +1,7 @@
 import time
 
 import numpy as np
+import pytest
 from tf_agents.trajectories import time_step as ts
 
 from alf_async.metrics import EpisodeStats, StageClock
@@ -105,3 +106,19 @@ def test_returns_by_env_average_each_envs_own_episodes():
     by_env = stats.returns_by_env()
     assert by_env[0] == 8.0  # its last two episodes: 6 and 10
     assert np.isnan(by_env[1]) and by_env[2] == 4.0
+
+
+def test_only_the_counted_envs_make_the_average_but_every_env_has_its_own():
+    stats = EpisodeStats(num_envs=3, batch_size=1, window=10, counted_envs=[1, 2])
+    episode = np.array([[F], [M], [L]], np.int32)
+    for env_id, reward in [(0, 1.0), (1, 4.0), (2, 6.0)]:
+        stats.update(np.full((3, 1), reward, np.float32), episode, env_id)
+    assert stats.averages() == (10.0, 2.0)  # (8 + 12) / 2: env 0's return of 2 left out
+    assert stats.returns_by_env() == [2.0, 8.0, 12.0]
+    assert stats.num_episodes == 3
+
+
+@pytest.mark.parametrize("counted", [[], [0, 3], [-1]])
+def test_counted_envs_outside_the_run_get_one_line_naming_the_setting(counted):
+    with pytest.raises(ValueError, match=r"EpisodeStats.counted_envs .*0 \.\.\. 2"):
+        EpisodeStats(num_envs=3, batch_size=1, counted_envs=counted)

@@ -16,3 +16,21 @@ def test_the_interrupt_line_reaches_the_terminal_while_stderr_is_redirected():
                             timeout=120)
     assert result.returncode == 130
     assert result.stderr.strip().splitlines()[-1] == "Interrupted by SIGINT: exiting"
+
+
+SETUPTOOLS_LATER = """
+import sys
+import alf_async.train
+import distutils.version
+print("setuptools" in sys.modules, "site-packages" in distutils.__file__)
+import setuptools
+print(type(setuptools).__name__)
+"""
+
+
+def test_start_up_leaves_setuptools_unimported_and_a_later_import_of_it_quiet():
+    result = subprocess.run([sys.executable, "-W", "always", "-c", SETUPTOOLS_LATER],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["False", "False", "module"]
+    assert "distutils" not in result.stderr.lower()

@@ -60,7 +60,7 @@ class Collector:
     """
 
     def __init__(self, collection, learn_queue_cap: int, observers: Sequence[Callable] = (),
-                 permits_per_env: int = 0):
+                 permits_per_env: int = 0, stats: Optional[EpisodeStats] = None):
         """
         Args:
             collection: gives `specs`, `queue_sizes()`, `threads(coord,
@@ -72,6 +72,8 @@ class Collector:
                 sub-envs (`batch_size = num_streams * B`), fed through a
                 `StepMetrics` (each stream its own columns).
             permits_per_env: deterministic mode: unroll permits per env.
+            stats: the episode statistics the log thread keeps (None: an
+                `EpisodeStats` of every stream, as gin configures it).
         """
         metrics = [o for o in observers if isinstance(o, tf_metric.TFStepMetric)]
         observers = [o for o in observers if not isinstance(o, tf_metric.TFStepMetric)]
@@ -79,7 +81,7 @@ class Collector:
         streams, batch_size = collection.num_streams, collection.batch_size
         self.collection = collection
         self.metrics = StepMetrics(metrics, streams, batch_size) if metrics else None
-        self.stats = EpisodeStats(streams, batch_size)
+        self.stats = stats if stats is not None else EpisodeStats(streams, batch_size)
         self.queues = TFQueues(**collection.queue_sizes(), learn_queue_cap=learn_queue_cap,
                                request_spec=request, reply_spec=reply, unroll_spec=unroll,
                                log_spec=unroll if observers or metrics else log,

@@ -16,6 +16,7 @@ import tensorflow as tf
 from absl import logging
 
 from alf_async.collection import Collector
+from alf_async.metrics import EpisodeStats
 from alf_async.drivers import AsyncOffPolicyDriver, local_collection
 from alf_async.environments import create_environment
 from alf_async.experience import Unroll
@@ -146,8 +147,10 @@ class ActorProcess:
         self.puller = WeightsPuller(lambda: self._client, algorithm.variables, version,
                                     pull_interval_secs, self._PULL_TIMEOUT_SECS)
         self._await_first_weights(connect_timeout_secs, should_stop)
-        self.collector = Collector(local_collection(env_factory, algorithm, version, task),
-                                   learn_queue_cap=1)
+        collection = local_collection(env_factory, algorithm, version, task)
+        # Every env of its own: `EpisodeStats.counted_envs` names the learner's env ids.
+        stats = EpisodeStats(collection.num_streams, collection.batch_size, counted_envs=None)
+        self.collector = Collector(collection, learn_queue_cap=1, stats=stats)
         self._writer = self._client.trajectory_writer(num_keep_alive_refs=1)
         self.unrolls_sent = 0
         self._incarnation = random.randrange(2**62)  # this process, apart from a restart

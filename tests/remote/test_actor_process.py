@@ -114,6 +114,21 @@ def test_unrolls_of_every_actor_env_arrive_whole_once_and_in_order():
     assert driver.remote.registry.unrolls(0) + driver.remote.registry.unrolls(1) >= 32
 
 
+def test_counted_envs_name_the_learners_env_ids_and_an_actor_of_fewer_still_runs():
+    # Ape-X: the learner's average leaves out env 0; actor 1 has env ids 2 and 3 only.
+    gin.bind_parameter("alf_async.EpisodeStats.counted_envs", [1, 2, 3])
+    driver, _ = _learner(tf.Variable(0, dtype=tf.int64))
+    driver.start()
+    actor = _ActorThread(driver.remote.address, 1)
+    try:
+        unrolls = _take(driver, 2)
+    finally:
+        actor.stop()
+        timed_stop(driver, bound=5.0)
+    assert actor.error is None
+    assert {env_id for env_id, _ in unrolls} == {2, 3}
+
+
 def test_steps_carry_the_version_of_the_pulled_weights_that_acted():
     version = tf.Variable(0, dtype=tf.int64)
     driver, policy = _learner(version)
