@@ -185,8 +185,10 @@ def test_a_torn_newest_copy_is_passed_over_with_one_line_for_the_newest_complete
     """A kill mid-write leaves a copy without its DONE file beside the previous one
     (Reverb deletes that only once the new one is done)."""
     settings, complete = _saved_copy(tmp_path, 0)
-    stamp, zone = complete.name.split("+")  # e.g. 2026-11-26T09:41:38.651558649+00:00
-    torn = tmp_path / f"{stamp[:-9]}{int(stamp[-9:]) + 1:09d}+{zone}"  # a nanosecond newer
+    # e.g. 2026-11-26T09:41:38.651558649+00:00; the fraction drops its trailing zeros
+    # (.55818856, or none at all), so a newer name gets one more digit.
+    stamp, zone = complete.name.split("+")
+    torn = tmp_path / (f"{stamp}1+{zone}" if "." in stamp else f"{stamp}.1+{zone}")
     assert torn.name > complete.name
     shutil.copytree(complete, torn)
     (torn / "DONE").unlink()

@@ -70,8 +70,20 @@ class _ActorThread:
 
     def stop(self):
         self._stop.set()
-        self.thread.join(timeout=10)
+        self.thread.join(timeout=30)  # its collector's grace, a pull's timeout, on a busy host
         assert not self.thread.is_alive(), "the actor did not stop"
+
+
+def _until_delivered(driver, tasks, bound=60.0):
+    """Waits for a first unroll (not taking it: no starvation timeout runs), then takes
+    unrolls until each of `tasks` delivered one (its threads compiled)."""
+    deadline = time.time() + bound
+    while not any(driver.remote.registry.unrolls(task) for task in tasks):
+        assert time.time() < deadline, f"tasks {tasks} delivered nothing in {bound} s"
+        time.sleep(0.05)
+    while any(driver.remote.registry.unrolls(task) == 0 for task in tasks):
+        assert time.time() < deadline, f"tasks {tasks} delivered nothing in {bound} s"
+        _take(driver, 1)
 
 
 def _take(driver, n):
@@ -264,7 +276,7 @@ def test_lost_actors_drop_from_actors_alive_and_then_starve_the_learner_with_a_d
     driver.start()
     actors = [_ActorThread(driver.remote.address, task) for task in (0, 1)]
     try:
-        _take(driver, 4)
+        _until_delivered(driver, (0, 1))  # the timeout under test counts from here
         actors[0].stop()
         deadline = time.time() + 3.0  # drain what actor 0 sent, then its timeout passes
         while time.time() < deadline:
