@@ -306,7 +306,8 @@ def test_replay_configs_train_evaluate_export_and_play(tmp_path, config):
                   timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     prioritized = config.endswith("prioritized") or config in ("dqn_apex", "r2d2_cartpole")
-    assert ("prioritized replay (alpha 0.6)" if prioritized else "uniform replay at") \
+    alpha = "0.4" if config == "dqn_apex" else "0.6"  # as each gin file sets it
+    assert (f"prioritized replay (alpha {alpha})" if prioritized else "uniform replay at") \
         in result.stderr
     # Reverb's C++ INFO lines (server start and stop, in-process sampler) are held back.
     assert not [l for l in result.stderr.splitlines() if l.startswith("[reverb/")]

@@ -24,11 +24,16 @@ counts optimizer steps instead of frames, since the replay ratio ties
 frames to updates: optimizer steps/s end to end against the learner alone
 training on one sampled batch over and over (its ceiling), and the replay's
 insert (env steps/s) and sample (windows/s) rates during the end-to-end run.
+It also counts the CPU time per optimizer step of each: end to end cannot
+outrun `cores / CPU per step`, so it prints the highest end-to-end/learner
+ratio this machine's cores allow (the collection's and the sampling's CPU
+share the cores with the learner's).
 
     python tools/benchmark.py --gin_file=gin_configs/dqn_cartpole.gin --off_policy
 """
 
 import json
+import os
 import time
 
 # First: toolkit imports alf_async, which keeps TensorFlow's start-up banner off.
@@ -178,7 +183,8 @@ def collection(remote: bool, train: bool) -> dict:
 
 
 def off_policy() -> dict:
-    """Optimizer steps/s end to end and of the learner alone; replay insert and sample rates."""
+    """Optimizer steps/s and CPU us per step end to end and of the learner alone; the
+    replay's insert and sample rates."""
     steps = gin.query_parameter("alf_async.Learner.num_epochs") * gin.query_parameter(
         "alf_async.Learner.num_minibatches")
 
@@ -187,18 +193,30 @@ def off_policy() -> dict:
         toolkit.rate(driver.run_async, FLAGS.warmup, 0.0)  # min_size stored, update compiled
         inserted, sampled = replay.inserted_steps, replay.sampled_windows
         start = time.perf_counter()
-        end_to_end = toolkit.rate(lambda: (driver.run_async(), steps)[1], FLAGS.duration, 0.0)
+        end_to_end, end_to_end_cpu = toolkit.rate_and_cpu(
+            lambda: (driver.run_async(), steps)[1], FLAGS.duration, 0.0)
         seconds = time.perf_counter() - start
-        figures = {"end_to_end_steps": end_to_end,
+        figures = {"end_to_end_steps": end_to_end, "end_to_end_cpu_us_per_step": end_to_end_cpu,
                    "insert_env_steps": (replay.inserted_steps - inserted) / seconds,
                    "sample_windows": (replay.sampled_windows - sampled) / seconds}
         placed = learner.place(driver.get_training_exps())
         driver.stop()
-        figures["learner_only_steps"] = toolkit.rate(
-            lambda: (learner.update(placed), steps)[1], FLAGS.duration, FLAGS.warmup)
+        figures["learner_only_steps"], figures["learner_only_cpu_us_per_step"] = (
+            toolkit.rate_and_cpu(lambda: (learner.update(placed), steps)[1],
+                                 FLAGS.duration, FLAGS.warmup))
         return figures
 
     return toolkit.with_driver(measure)
+
+
+def off_policy_ratios(figures: dict) -> dict:
+    """The end-to-end/learner ratio, and the most this machine's cores allow it: end to
+    end cannot run faster than `cores / (its CPU per step)` optimizer steps/s."""
+    ceiling = os.cpu_count() * 1e6 / figures["end_to_end_cpu_us_per_step"]
+    return {"end_to_end/learner_only (optimizer steps)":
+            figures["end_to_end_steps"] / figures["learner_only_steps"],
+            f"CPU ceiling of that ratio on {os.cpu_count()} cores":
+            ceiling / figures["learner_only_steps"]}
 
 
 def measure_round() -> dict:
@@ -220,8 +238,7 @@ def measure_round() -> dict:
 
 def ratios_of(figures: dict) -> dict:
     if FLAGS.off_policy:
-        return {"end_to_end/learner_only (optimizer steps)":
-                figures["end_to_end_steps"] / figures["learner_only_steps"]}
+        return off_policy_ratios(figures)
     if FLAGS.remote:
         return {"remote/in_process actor_only": figures["remote_actor_only"] /
                 figures["actor_only"],

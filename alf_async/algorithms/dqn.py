@@ -50,8 +50,8 @@ class DqnAlgorithm(tf.Module):
     `ReplayBuffer.sequence_length`) is `advantages.n_step_return` with
     `V(s_h) = Q_target(s_h, argmax_a Q(s_h, a))`, computed once per learn
     batch. Acting is epsilon-greedy, epsilon on a schedule of env steps, or
-    with `epsilon_per_env` one fixed epsilon per env id (Ape-X: each actor
-    explores at its own rate; see `apex_epsilons`).
+    with `epsilon_per_env` one epsilon per env id (Ape-X: each actor explores
+    at its own rate; see `apex_epsilons`), never below the schedule's.
 
     Thread-safety: as `ActorCriticAlgorithm`: actors read the Q network's
     variables while the learner's optimizer writes them.
@@ -89,9 +89,10 @@ class DqnAlgorithm(tf.Module):
                 and 500: a periodic copy).
             reward_clip: clip rewards to `[-reward_clip, reward_clip]` for
                 learning (None: as they are).
-            epsilon_per_env: env id i acts with `epsilon_per_env[i % len]`
-                instead of the schedule (which then only reports); None: every
-                env follows `epsilon_greedy`.
+            epsilon_per_env: env id i acts with `epsilon_per_env[i % len]`,
+                or the schedule's epsilon while that is higher (a schedule
+                falling to 0 is a warm-up of random play for every env);
+                None: every env follows `epsilon_greedy`.
             lstm_size: LSTM sizes after `fc_layers` (`R2d2Algorithm` sets
                 them; a plain DQN is feed-forward).
 
@@ -174,12 +175,15 @@ class DqnAlgorithm(tf.Module):
                 policy_state, tf.math.log(prob))
 
     def _row_epsilons(self, env_id, n):
-        """`[N]` epsilon of each row: its env's with `epsilon_per_env`, else the schedule's."""
+        """`[N]` epsilon of each row: the schedule's, or with `epsilon_per_env` its env's
+        where that is higher."""
+        scheduled = tf.fill(n, self.epsilon.read_value())
         if self._epsilon_per_env is None or env_id is None:
-            return tf.fill(n, self.epsilon.read_value())
+            return scheduled
         size = tf.shape(self._epsilon_per_env)[0]
         env_id = tf.cast(env_id, tf.int32)
-        return tf.gather(self._epsilon_per_env, tf.math.floormod(env_id, size))
+        return tf.maximum(scheduled,
+                          tf.gather(self._epsilon_per_env, tf.math.floormod(env_id, size)))
 
     def _time_major_steps(self, experience, bootstrap):
         """`[S, n, 1]` steps and `[S, 1]` bootstraps -> `[n + 1, S]` steps with the

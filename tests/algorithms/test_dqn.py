@@ -104,20 +104,41 @@ def test_apex_epsilons_follow_the_ape_x_rule():
         apex_epsilons(num_envs=4, epsilon=1.5)
 
 
-def test_each_env_explores_at_its_own_epsilon_and_log_probs_follow_it():
-    algo = _algorithm(epsilon_per_env=[1.0, 0.0, 0.5])
-    n = 30000
+def _greedy_share_by_env(algo, n=30000):
+    """`(greedy, env_id, log_prob)` of `n` rows of one observation, env ids 0-3 in turn."""
     observation = tf.constant(np.tile([[0.1, -0.2, 0.05, 0.3]], (n, 1)), tf.float32)
     step_type = tf.zeros([n], tf.int32)
     best = int(algo.act(observation[:1], step_type[:1], (), greedy=True)[0][0])
-    env_id = tf.constant(np.arange(n) % 4, tf.int32)  # env 3 wraps around to env 0's rate
+    env_id = tf.constant(np.arange(n) % 4, tf.int32)
     action, _, log_prob = algo.act(observation, step_type, (), env_id=env_id)
-    greedy = action.numpy() == best
-    for env, epsilon in [(0, 1.0), (1, 0.0), (2, 0.5), (3, 1.0)]:
-        rows = env_id.numpy() == env
+    return action.numpy() == best, env_id.numpy(), log_prob.numpy()
+
+
+def test_each_env_explores_at_its_own_epsilon_and_log_probs_follow_it():
+    algo = _algorithm(epsilon_per_env=[1.0, 0.0, 0.5], epsilon_greedy=0.0)
+    greedy, env_id, log_prob = _greedy_share_by_env(algo)
+    for env, epsilon in [(0, 1.0), (1, 0.0), (2, 0.5), (3, 1.0)]:  # env 3 wraps to env 0's
+        rows = env_id == env
         assert abs(greedy[rows].mean() - (1 - epsilon / 2)) < 0.02, env
         want = np.where(greedy[rows], np.log(1 - epsilon / 2), np.log(epsilon / 2 + 1e-30))
-        np.testing.assert_allclose(log_prob.numpy()[rows], want, rtol=1e-5)
+        np.testing.assert_allclose(log_prob[rows], want, rtol=1e-5)
+
+
+def test_the_schedule_is_every_envs_floor_and_applies_alone_without_env_ids():
+    # A warm-up: while the schedule's epsilon is above an env's own, the env acts with it.
+    algo = _algorithm(epsilon_per_env=[0.0, 0.8], epsilon_greedy=[(0, 1.0), (100, 0.0)])
+    algo.set_env_steps(60)  # the schedule at 0.4
+    greedy, env_id, _ = _greedy_share_by_env(algo)
+    for env, epsilon in [(0, 0.4), (1, 0.8), (2, 0.4), (3, 0.8)]:
+        assert abs(greedy[env_id == env].mean() - (1 - epsilon / 2)) < 0.02, env
+    algo.set_env_steps(100)  # warm-up over: each env's own
+    greedy, env_id, _ = _greedy_share_by_env(algo)
+    assert greedy[env_id == 0].mean() == 1.0
+    assert abs(greedy[env_id == 1].mean() - 0.6) < 0.02
     # Without env ids (evaluation, tests) the schedule's epsilon applies.
-    action, _, _ = algo.act(observation[:4000], step_type[:4000], ())
-    assert abs((action.numpy() == best).mean() - (1 - float(algo.epsilon) / 2)) < 0.03
+    algo.set_env_steps(60)
+    observation = tf.constant(np.tile([[0.1, -0.2, 0.05, 0.3]], (4000, 1)), tf.float32)
+    step_type = tf.zeros([4000], tf.int32)
+    best = int(algo.act(observation[:1], step_type[:1], (), greedy=True)[0][0])
+    action, _, _ = algo.act(observation, step_type, ())
+    assert abs((action.numpy() == best).mean() - 0.8) < 0.03

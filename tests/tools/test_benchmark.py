@@ -62,10 +62,20 @@ def test_off_policy_benchmark_counts_optimizer_steps_and_replay_rates(tmp_path):
     assert report["algorithm"] == "DqnAlgorithm"  # the config's, not the default PPO
     figures, ratios = report["frames_per_sec"], report["ratios"]
     assert set(figures) == {"end_to_end_steps", "learner_only_steps", "insert_env_steps",
-                            "sample_windows"}
+                            "sample_windows", "end_to_end_cpu_us_per_step",
+                            "learner_only_cpu_us_per_step"}
     assert all(value > 0 for value in figures.values()), figures
     # The replay ratio ties them: 32 windows per env step, 128 windows per optimizer step.
     assert figures["sample_windows"] / figures["insert_env_steps"] == pytest.approx(32, rel=0.5)
     assert figures["sample_windows"] / figures["end_to_end_steps"] == pytest.approx(128, rel=0.5)
     assert ratios["end_to_end/learner_only (optimizer steps)"] == pytest.approx(
         figures["end_to_end_steps"] / figures["learner_only_steps"])
+    # End to end uses no more CPU than the cores give: its CPU time per step times its
+    # steps/s is at most the core count (a little over: timers), and the ceiling is
+    # that core count's rate against the learner alone.
+    cores = os.cpu_count()
+    assert figures["end_to_end_cpu_us_per_step"] * figures["end_to_end_steps"] <= cores * 1.1e6
+    ceiling = ratios[f"CPU ceiling of that ratio on {cores} cores"]
+    assert ceiling == pytest.approx(cores * 1e6 / figures["end_to_end_cpu_us_per_step"]
+                                    / figures["learner_only_steps"])
+    assert ceiling >= ratios["end_to_end/learner_only (optimizer steps)"] * 0.9
