@@ -100,15 +100,16 @@ def report_command(dirs) -> int:
     print(f"{cells} cell{'s' * (cells != 1)}: wrote {os.path.join(out, 'summary.json')}, results.md and "
           f"curves.png")
     if FLAGS.publish:
-        _publish(summary, dirs[0], FLAGS.publish)
+        _publish(summary, dirs, FLAGS.publish)
         return docs_command(redraw=[os.path.splitext(os.path.basename(FLAGS.publish))[0]])
     return 0
 
 
-def _publish(summary: dict, experiment_dir: str, path: str) -> None:
-    """Writes `summary` with its config and command to `path` (the docs' results)."""
-    command_file = os.path.join(experiment_dir, COMMAND_FILE)
-    command = open(command_file).read().strip() if os.path.exists(command_file) else None
+def _publish(summary: dict, experiment_dirs: Sequence[str], path: str) -> None:
+    """Writes `summary` with its config and the commands that made its experiments
+    (one line each) to `path` (the docs' results)."""
+    files = [os.path.join(d, COMMAND_FILE) for d in experiment_dirs]
+    command = "\n".join(open(f).read().strip() for f in files if os.path.exists(f)) or None
     cells = [c for e in summary["experiments"] for c in e["cells"]]
     for cell in cells:
         cell["gin_files"] = [os.path.relpath(f) for f in cell["gin_files"]]

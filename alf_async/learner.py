@@ -10,7 +10,7 @@ from absl import logging
 
 from alf_async import devices as devices_lib
 from alf_async import layout
-from alf_async.algorithms.contract import check_algorithm
+from alf_async.algorithms.contract import check_algorithm, per_item_terms
 from alf_async.experience import LearnBatch
 from alf_async.metrics import StageClock
 from alf_async.schedules import Schedule, schedule_value
@@ -420,12 +420,7 @@ class Learner(tf.Module):
         steps (`after`: their results, to order the computation after them); a
         sequence's K are its steps."""
         def replica_terms(samples, weights):
-            columns = tf.size(weights)
-            terms = self._algorithm.loss(samples)
-            terms = {k: terms[k] for k in self._algorithm.item_terms}
-            by_step = lambda v: tf.transpose(v) if v.shape.rank == 2 else v  # [N, T'] -> [T', N]
-            return {k: tf.reshape(by_step(v), [-1, columns])
-                    for k, v in dict(terms, mask=samples["mask"]).items()}
+            return per_item_terms(self._algorithm, samples, tf.size(weights))
 
         with tf.control_dependencies(tf.nest.flatten(after)):
             terms = self._strategy.run(replica_terms, (samples, weights))

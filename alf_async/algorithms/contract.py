@@ -88,6 +88,27 @@ _REQUIRED = ("time_step_spec", "action_spec", "policy_state_spec", "recurrent", 
              "set_env_steps", "preprocess", "loss", "after_sgd_step", "scalars")
 
 
+def per_item_terms(algorithm, samples: Dict[str, tf.Tensor], columns) -> Dict[str, tf.Tensor]:
+    """The `item_terms` of `algorithm.loss(samples)` and the samples' `mask`, by column.
+
+    Args:
+        algorithm: an `Algorithm`.
+        samples: its `preprocess` output for `columns` learn-batch columns
+            (windows or sequences): `[N]` leaves (steps) or `[N, T']`
+            (sequences).
+        columns: how many columns the samples came from (a scalar).
+
+    Returns:
+        `{term: [K, columns]}`: K samples per column (a sequence's K are its
+        steps), `mask` among them.
+    """
+    terms = algorithm.loss(samples)
+    terms = {k: terms[k] for k in algorithm.item_terms}
+    by_step = lambda v: tf.transpose(v) if v.shape.rank == 2 else v  # [N, T'] -> [T', N]
+    return {k: tf.reshape(by_step(v), [-1, columns])
+            for k, v in dict(terms, mask=samples["mask"]).items()}
+
+
 def check_algorithm(algorithm) -> None:
     """Raises TypeError naming every member of `Algorithm` that `algorithm` lacks."""
     missing = [name for name in _REQUIRED if not hasattr(algorithm, name)]

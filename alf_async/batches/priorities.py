@@ -8,9 +8,14 @@ over the learn batch), with beta annealed to 1 on a schedule of env steps.
 After an update, an item's priority is R2D2's mix of its windows' absolute
 TD errors, `eta * max|delta| + (1 - eta) * mean|delta| + eps`.
 
+New items enter at the largest priority so far (Schaul et al.), at 1, or
+with their TD errors under the current network computed at insert (Ape-X's
+actors compute them while acting; here the writer thread does).
+
 Thread-safety: `item_priorities` and `new_item_priority` are called by the
 trainer's thread (after an update) and the writer thread (at insert): the
-largest priority seen is a float written by one and read by the other.
+largest priority seen is a float both write and read (a lost update only
+lowers the next new item's priority a little).
 """
 
 from typing import Optional
@@ -35,17 +40,22 @@ def check_beta(beta: Schedule) -> None:
         _check_unit("priority_replay_beta", value)
 
 
+NEW_ITEMS = ("max", "one", "td_error")  # how new items get their priority
+
+
 class Priorities:
     """Priorities of new and replayed items, and the loss's importance weights.
 
     Attributes:
         alpha: the priority exponent of sampling (0: uniform).
         max_priority: the largest priority written so far (new items enter
-            with it unless `new_items_at_max` is off).
+            with it with `new_items='max'`).
+        new_items: how new items get their priority: 'max', 'one' or
+            'td_error' (computed at insert by the batch source).
     """
 
     def __init__(self, alpha: float, beta: Schedule, eps: float, eta: float,
-                 new_items_at_max: bool = True):
+                 new_items: str = "max"):
         """
         Args:
             alpha: sampling exponent, >= 0 (ALF's `priority_replay_alpha`).
@@ -54,8 +64,9 @@ class Priorities:
             eps: added to every priority, > 0, so that no item is never
                 sampled again (ALF's `priority_replay_eps`).
             eta: R2D2's weight of the max over the mean of an item's errors.
-            new_items_at_max: new items enter at the largest priority so far
-                (Schaul et al.); off: at 1.
+            new_items: 'max': new items enter at the largest priority so far
+                (Schaul et al.); 'one': at 1; 'td_error': their TD errors,
+                mixed like the learner's, computed when they are inserted.
 
         Raises:
             ValueError: a setting is out of range (names it).
@@ -66,8 +77,11 @@ class Priorities:
             raise ValueError(f"PrioritizedReplayBatches.priority_replay_eps must be > 0, "
                              f"got {eps!r}")
         _check_unit("priority_replay_eta", eta)
+        if new_items not in NEW_ITEMS:
+            raise ValueError(f"PrioritizedReplayBatches.new_items must be one of "
+                             f"{', '.join(map(repr, NEW_ITEMS))}, got {new_items!r}")
         self.alpha, self._beta, self._eps, self._eta = alpha, beta, eps, eta
-        self._new_items_at_max = new_items_at_max
+        self.new_items = new_items
         self.max_priority = 1.0
 
     def beta(self, env_steps: int) -> float:
@@ -75,8 +89,9 @@ class Priorities:
         return float(schedule_value(self._beta, env_steps))
 
     def new_item_priority(self) -> float:
-        """The priority a newly inserted item gets."""
-        return self.max_priority if self._new_items_at_max else 1.0
+        """The priority a newly inserted item gets without its own ('td_error':
+        before the first is computed): the largest so far, or 1 with 'one'."""
+        return 1.0 if self.new_items == "one" else self.max_priority
 
     def weights(self, probability: np.ndarray, table_size: np.ndarray,
                 env_steps: int) -> np.ndarray:

@@ -1,13 +1,15 @@
 """`PrioritizedReplayBatches`: learn batches sampled by priority (Ape-X, R2D2), with the
 learner's TD errors written back as the sampled items' priorities."""
 
-from typing import Callable, Optional
+from typing import Callable, List, Optional
 
 import gin
 import numpy as np
 import tensorflow as tf
 
+from alf_async.algorithms.contract import per_item_terms
 from alf_async.batches.priorities import Priorities
+from alf_async.batches.segments import Segment
 from alf_async.batches.uniform import UniformReplayBatches
 from alf_async.experience import LearnBatch
 from alf_async.schedules import Schedule
@@ -24,14 +26,19 @@ class PrioritizedReplayBatches(UniformReplayBatches):
     the learner's absolute TD errors (the algorithm's `td_error` item term)
     of a segment's windows become its priority (`Priorities.item_priorities`),
     R2D2's mix of max and mean; for a recurrent learner a segment is one
-    sequence and its trained steps' errors are mixed the same way. Written back with Reverb's `mutate_priorities`. New segments enter at the
-    largest priority so far. The table's sizes and replay ratio are
+    sequence and its trained steps' errors are mixed the same way. Written
+    back with Reverb's `mutate_priorities`. New segments enter at the
+    largest priority so far, or (`new_items='td_error'`, Ape-X) with the
+    same mix of their TD errors under the current network, computed by the
+    writer thread as it inserts them. The table's sizes and replay ratio are
     `ReplayBuffer`'s settings; with `ReplayBuffer.save_buffer` the priorities
     are saved and restored with the items, and beta follows the learner's env
     steps (checkpointed), so both survive a restart.
 
     Thread-safety: as `UniformReplayBatches`; `after_update()` is called by
-    the trainer's thread while the prefetch thread may sample.
+    the trainer's thread while the prefetch thread may sample, and with
+    'td_error' the writer thread runs the algorithm's loss (reading the
+    variables as the acting threads do) while the learner trains.
     """
 
     NAME = "prioritized"
@@ -43,7 +50,7 @@ class PrioritizedReplayBatches(UniformReplayBatches):
                  priority_replay_beta: Schedule = ((0, 0.4), (100_000, 1.0)),
                  priority_replay_eps: float = 1e-6,
                  priority_replay_eta: float = 0.9,
-                 new_items_at_max: bool = True):
+                 new_items: str = "max"):
         """
         Args:
             unroll_spec: spec of one unroll (`[T, B, ...]` leaves).
@@ -59,8 +66,10 @@ class PrioritizedReplayBatches(UniformReplayBatches):
             priority_replay_eps: added to every priority (> 0).
             priority_replay_eta: R2D2's mix of a segment's errors, in [0, 1]:
                 `eta * max + (1 - eta) * mean`.
-            new_items_at_max: new segments enter at the largest priority so
-                far (off: at 1).
+            new_items: a new segment's priority: 'max', the largest so far;
+                'td_error', its windows' TD errors under the current network
+                (a forward pass when inserted, mixed as after an update);
+                'one': 1.
 
         Raises:
             ValueError: a setting is out of range, or the algorithm has no
@@ -71,8 +80,11 @@ class PrioritizedReplayBatches(UniformReplayBatches):
                              f"'td_error' item term (DQN, SAC); {type(algorithm).__name__} "
                              f"has {tuple(algorithm.item_terms)}")
         self.priorities = Priorities(priority_replay_alpha, priority_replay_beta,
-                                     priority_replay_eps, priority_replay_eta, new_items_at_max)
-        super().__init__(unroll_spec, algorithm, should_stop, replay_dir, self.priorities)
+                                     priority_replay_eps, priority_replay_eta, new_items)
+        self._algorithm = algorithm
+        self._insert_terms = tf.function(self._td_errors, autograph=False)
+        super().__init__(unroll_spec, algorithm, should_stop, replay_dir, self.priorities,
+                         self._computed_priorities if new_items == "td_error" else None)
         self._env_steps = env_steps
         self.updated_items = 0
 
@@ -99,15 +111,33 @@ class PrioritizedReplayBatches(UniformReplayBatches):
         """
         if not per_item:
             return
-        num_items, steps = len(batch.items.keys), self.replay.windows_per_item
+        num_items = len(batch.items.keys)
+        self.replay.mutate_priorities(batch.items.keys, self._item_priorities(per_item,
+                                                                              num_items))
+        self.updated_items += num_items
 
-        def by_item(x):  # [K, S * W] (window i * W + w) -> [S, W * K]
+    def _item_priorities(self, per_item, num_items: int) -> np.ndarray:
+        """`[S]` priorities from `{"td_error", "mask"}` `[K, S * W]` (window i * W + w)."""
+        steps = self.replay.windows_per_item
+
+        def by_item(x):  # [K, S * W] -> [S, W * K]
             return np.moveaxis(x.reshape(-1, num_items, steps), 1, 0).reshape(num_items, -1)
 
-        priorities = self.priorities.item_priorities(by_item(per_item["td_error"]),
-                                                     by_item(per_item["mask"]))
-        self.replay.mutate_priorities(batch.items.keys, priorities)
-        self.updated_items += num_items
+        return self.priorities.item_priorities(by_item(per_item["td_error"]),
+                                               by_item(per_item["mask"]))
+
+    def _computed_priorities(self, segments: List[Segment]) -> np.ndarray:
+        """`[S]` priorities of new segments from their TD errors (writer thread)."""
+        if not segments:
+            return np.zeros([0])
+        windows = self.replay.windows(segments)
+        terms = self._insert_terms(windows.experience, windows.bootstrap)
+        return self._item_priorities({k: v.numpy() for k, v in terms.items()}, len(segments))
+
+    def _td_errors(self, experience, bootstrap):
+        """`{"td_error", "mask"}` `[K, columns]` of windows `[columns, T', 1, ...]`."""
+        samples = self._algorithm.preprocess(experience, bootstrap)
+        return per_item_terms(self._algorithm, samples, tf.shape(experience.log_prob)[0])
 
     def describe(self, unused_env_steps: int) -> str:
         replay = self.replay

@@ -1,7 +1,7 @@
 """`ReplayBuffer`: experience replay in a Reverb table served in this process."""
 
 import os
-from typing import Callable, NamedTuple, Optional
+from typing import Callable, List, NamedTuple, Optional, Sequence
 
 from absl import logging
 import gin
@@ -10,7 +10,8 @@ import tensorflow as tf
 
 from alf_async import extras, quiet
 from alf_async.batches.priorities import Priorities
-from alf_async.batches.segments import Segment, SequenceSplitter, cut_windows, segment_spec
+from alf_async.batches.segments import (Segment, SequenceSplitter, cut_windows, segment_spec,
+                                        stack_segments)
 from alf_async.experience import LearnBatch, Unroll
 
 
@@ -97,7 +98,8 @@ class ReplayBuffer:
                  checkpoint_dir: Optional[str] = None,
                  priorities: Optional[Priorities] = None,
                  sequence_prefix: Optional[int] = None,
-                 whole_segments: bool = False):
+                 whole_segments: bool = False,
+                 new_priorities: Optional[Callable[[List[Segment]], Sequence[float]]] = None):
         """
         Args:
             unroll_spec: spec of the driver's unrolls (`[T, B, ...]` leaves).
@@ -127,6 +129,10 @@ class ReplayBuffer:
                 and learns from every window of each (prioritized replay and
                 sequences always do); False: `batch_size` segments, one
                 window of each.
+            new_priorities: `segments -> [S]` priorities of the S segments
+                of a new unroll, computed at insert (`PrioritizedReplayBatches`
+                with `new_items='td_error'`); None: each gets
+                `priorities.new_item_priority()` (1 without priorities).
         """
         self._reverb = reverb = extras.import_reverb(
             "AsyncOffPolicyDriver.exp_replayer='uniform'")
@@ -176,6 +182,7 @@ class ReplayBuffer:
         cut = (self._whole_segments if self.sequences else
                self._every_window if whole else self._random_windows)
         self._cut = tf.function(cut, autograph=False)
+        self._new_priorities = new_priorities or self._constant_priorities
 
     def _table(self, spec: Segment, spec_batch_size: int, capacity: int, min_size: int,
                ratio_tolerance: float):
@@ -259,8 +266,7 @@ class ReplayBuffer:
             while waiting.
         """
         segments = self._splitter.split(unroll)
-        priority = self.priorities.new_item_priority() if self.priorities else 1.0
-        for segment in segments:
+        for segment, priority in zip(segments, self._new_priorities(segments)):
             self._writer.append(segment)
             self._writer.create_item(self.TABLE, priority, tf.nest.map_structure(
                 lambda column: column[-1], self._writer.history))
@@ -308,6 +314,15 @@ class ReplayBuffer:
                               items=items)
         return None
 
+    def _constant_priorities(self, segments: List[Segment]) -> List[float]:
+        priority = self.priorities.new_item_priority() if self.priorities else 1.0
+        return [priority] * len(segments)
+
+    def windows(self, segments: List[Segment]) -> Unroll:
+        """What a learn batch would hold of `segments` (numpy, each as inserted):
+        their windows item-major (or whole sequences), as `sample` cuts them."""
+        return self._cut(stack_segments(segments))
+
     def mutate_priorities(self, keys: np.ndarray, priorities: np.ndarray) -> None:
         """Sets the priorities of items by key (items evicted since are skipped)."""
         self._client.mutate_priorities(self.TABLE, updates=dict(
@@ -323,7 +338,7 @@ class ReplayBuffer:
         state = tf.nest.pack_sequence_as(  # Reverb gives lists back as tuples
             self._state_structure, tf.nest.flatten(segments.policy_state))
         return cut_windows(segments._replace(policy_state=state),
-                           tf.zeros([self.items_per_batch], tf.int32), length)
+                           tf.zeros(tf.shape(segments.log_prob)[:1], tf.int32), length)
 
     def describe_batch(self) -> str:
         """What a learn batch holds, for the console."""
@@ -347,7 +362,7 @@ class ReplayBuffer:
         """The T windows of each segment, item-major: `[items * T, sequence_length, 1]`."""
         steps = self.unroll_length
         repeated = tf.nest.map_structure(lambda x: tf.repeat(x, steps, axis=0), segments)
-        starts = tf.tile(tf.range(steps), [self.items_per_batch])
+        starts = tf.tile(tf.range(steps), tf.shape(segments.log_prob)[:1])
         return cut_windows(repeated, starts, self.sequence_length)
 
     @property

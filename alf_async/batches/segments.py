@@ -61,6 +61,11 @@ def unroll_segments(unroll: Unroll) -> List[Segment]:
             for b in range(experience.log_prob.shape[1])]
 
 
+def stack_segments(segments: List[Segment]) -> Segment:
+    """S numpy `Segment`s -> one whose leaves are `[S, ...]` (as a sampled batch's)."""
+    return tf.nest.map_structure(lambda *leaves: np.stack(leaves), *segments)
+
+
 class SequenceSplitter:
     """Splits unrolls into segments that start with the last `prefix` steps of the
     same sub-env's previous segment (R2D2's sequences overlapping by the burn-in).

@@ -26,7 +26,8 @@ class UniformReplayBatches:
     weighted = False  # no importance weights
 
     def __init__(self, unroll_spec, algorithm, should_stop: Callable[[], bool],
-                 replay_dir: Optional[str] = None, priorities: Optional[Priorities] = None):
+                 replay_dir: Optional[str] = None, priorities: Optional[Priorities] = None,
+                 new_priorities: Optional[Callable] = None):
         """
         Args:
             unroll_spec: spec of one unroll (`[T, B, ...]` leaves).
@@ -37,10 +38,13 @@ class UniformReplayBatches:
             replay_dir: where a `ReplayBuffer` with `save_buffer` keeps its
                 content (the trainer passes `root_dir/replay`).
             priorities: prioritized sampling (`PrioritizedReplayBatches`).
+            new_priorities: priorities of new segments computed at insert
+                (`ReplayBuffer.new_priorities`).
         """
         self.replay = ReplayBuffer(
             unroll_spec, checkpoint_dir=replay_dir, priorities=priorities,
-            sequence_prefix=algorithm.burn_in if algorithm.recurrent else None)
+            sequence_prefix=algorithm.burn_in if algorithm.recurrent else None,
+            new_priorities=new_priorities)
         self._should_stop = should_stop
 
     def shape(self, unused_unroll_length: int, unused_batch_size: int) -> tuple:

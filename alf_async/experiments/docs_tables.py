@@ -42,9 +42,16 @@ def _lowest(values: List[Optional[float]]) -> Optional[float]:
     return min(present) if present else None
 
 
-def _cells(summary: Dict):
-    for experiment in summary["experiments"]:
-        yield from experiment["cells"]
+def _labelled_cells(summary: Dict):
+    """`(label, cell)` of every cell: the label names the cell where a summary has
+    several, by its experiment's name where those differ (`report DIR DIR ...`)."""
+    experiments = summary["experiments"]
+    cells = [(e.get("name"), c) for e in experiments for c in e["cells"]]
+    if len(cells) == 1:
+        return [("", cells[0][1])]
+    by_experiment = len(experiments) > 1
+    return [(f" ({experiment if by_experiment else cell['name']})", cell)
+            for experiment, cell in cells]
 
 
 def configs_table(results: List[Tuple[str, Dict]]) -> str:
@@ -53,12 +60,11 @@ def configs_table(results: List[Tuple[str, Dict]]) -> str:
             "seconds (median) | lowest last-25 % | source |",
             "|---|---|---|---|---:|---:|---:|---|"]
     for name, summary in results:
-        cells = list(_cells(summary))
-        for cell in cells:
+        for suffix, cell in _labelled_cells(summary):
             seeds = cell["seeds"]
             reached = sum(s["env_steps_to_target"] is not None for s in seeds)
             budget = cell.get("budget")
-            label = f"`{summary['config']}`" + (f" ({cell['name']})" if len(cells) > 1 else "")
+            label = f"`{summary['config']}`{suffix}"
             rows.append(
                 f"| [{label}](docs/results.md#{name}) | {cell.get('env', '—')} | "
                 f"{cell['target']:g}, {report.steps(budget)} | {reached}/{len(seeds)} | "
@@ -80,14 +86,16 @@ def results_page(results: List[Tuple[str, Dict]]) -> str:
              "quarter of the run.", ""]
     for name, summary in results:
         parts += [f"## {name}", "", f"`{summary['config']}`, {summary['source']}.", ""]
-        if summary.get("command"):
-            parts += ["    " + summary["command"], ""]
+        if summary.get("command"):  # one line per experiment of the summary
+            parts += ["\n".join("    " + line for line in summary["command"].splitlines()), ""]
         if summary.get("note"):
             parts += [summary["note"], ""]
         image = curves_image(name, summary)
         if image:
             parts += [f"![{name}: average return against env steps and seconds]({image})", ""]
+        several = len(summary["experiments"]) > 1
         for experiment in summary["experiments"]:
+            parts += [f"### {experiment['name']}", ""] if several else []
             if summary["source"] != "by hand":
                 parts += [report.cells_table(experiment), ""]
             parts += [report.seeds_table(experiment), ""]

@@ -34,7 +34,7 @@ def test_an_items_priority_mixes_max_and_mean_of_its_masked_errors():
     np.testing.assert_allclose(mixed, [0.9 * 3 + 0.1 * 2 + 0.01, 0.5 + 0.01], rtol=1e-6)
     # New items enter at the largest priority written so far.
     assert priorities.new_item_priority() == pytest.approx(2.91)
-    assert _priorities(new_items_at_max=False).new_item_priority() == 1.0
+    assert _priorities(new_items="one").new_item_priority() == 1.0
 
 
 @pytest.mark.parametrize("kwargs, message", [
@@ -46,6 +46,8 @@ def test_an_items_priority_mixes_max_and_mean_of_its_masked_errors():
     (dict(eta=-0.5), r"priority_replay_eta must be in \[0, 1\], got -0.5"),
     (dict(eps=0.0), "priority_replay_eps must be > 0, got 0.0"),
     (dict(alpha="high"), "priority_replay_alpha must be >= 0, got 'high'"),
+    (dict(new_items="computed"),
+     "new_items must be one of 'max', 'one', 'td_error', got 'computed'"),
 ])
 def test_bad_settings_name_the_setting(kwargs, message):
     with pytest.raises(ValueError, match=f"PrioritizedReplayBatches.{message}"):

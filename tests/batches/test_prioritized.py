@@ -5,6 +5,7 @@ import types
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from alf_async.batches.prioritized import PrioritizedReplayBatches
 from fakes import gin_bound
@@ -25,7 +26,23 @@ class _RecurrentTdAlgorithm(_TdAlgorithm):
     recurrent, burn_in = True, 2
 
 
-def _source(env_steps=lambda: 500, algorithm=_TdAlgorithm, state_size=0):
+class _InsertTdAlgorithm(_TdAlgorithm):
+    """Its |TD error| of a window is `scale` x the window's first reward (a counting
+    unroll's count): what a new segment's computed priority must come from."""
+
+    def __init__(self):
+        self.scale = tf.Variable(0.01)
+
+    def preprocess(self, experience, bootstrap):
+        del bootstrap
+        reward = experience.time_step.reward[:, 0, 0]  # windows [N, 1, 1]
+        return {"reward": reward, "mask": tf.ones_like(reward)}
+
+    def loss(self, samples):
+        return {"td_error": -samples["reward"] * self.scale, "loss": samples["reward"]}
+
+
+def _source(env_steps=lambda: 500, algorithm=_TdAlgorithm, state_size=0, **kwargs):
     replay = {"ReplayBuffer.capacity": 10_000, "ReplayBuffer.min_size": 4 * T,
               "ReplayBuffer.batch_size": 4 * T, "ReplayBuffer.replay_ratio": 1e6}
     end = time.monotonic() + 30
@@ -33,19 +50,34 @@ def _source(env_steps=lambda: 500, algorithm=_TdAlgorithm, state_size=0):
         return PrioritizedReplayBatches(
             unroll_spec(state_size), algorithm(), lambda: time.monotonic() > end, env_steps,
             priority_replay_alpha=ALPHA, priority_replay_beta=[(0, 0.0), (1000, 1.0)],
-            priority_replay_eps=EPS, priority_replay_eta=ETA)
+            priority_replay_eps=EPS, priority_replay_eta=ETA, **kwargs)
 
 
 def _segments(batch):
     return batch.experience.time_step.reward.numpy()[::T, 0, 0].astype(int)
 
 
+def _fill(source):
+    for k in range(2):  # segments 0, 100, 1000, 1100 at priority 1
+        assert source.replay.insert(counting_unroll(1000 * k), lambda: False)
+
+
+def _assert_sampled_by(source, priority):
+    """After the batches sampled before the last write, each segment's probability
+    is its priority over their sum (alpha 1)."""
+    for _ in range(10):
+        source.next()
+    batch = source.next()
+    total = sum(priority.values())
+    for segment, probability in zip(_segments(batch), batch.items.probability):
+        assert probability == pytest.approx(priority[segment] / total, rel=1e-5)
+
+
 def test_weights_are_each_segments_importance_weight_on_all_its_windows():
     source = _source()
     rank = {0: 1.0, 100: 2.0, 1000: 3.0, 1100: 4.0}
     try:
-        for k in range(2):
-            assert source.replay.insert(counting_unroll(1000 * k), lambda: False)
+        _fill(source)
         batch = source.next()  # priorities 1-4 apart (unsampled segments stay at 1)
         errors = np.array([rank[s] for s in _segments(batch)])[:, None] * np.ones(T)
         source.after_update(batch, {"td_error": errors.reshape(1, -1),
@@ -69,8 +101,7 @@ def test_weights_are_each_segments_importance_weight_on_all_its_windows():
 def test_td_errors_written_back_become_the_segments_priorities():
     source = _source()
     try:
-        for k in range(2):  # segments 0, 100, 1000, 1100 at priority 1
-            assert source.replay.insert(counting_unroll(1000 * k), lambda: False)
+        _fill(source)
         batch = source.next()
         segments = _segments(batch)
         # Window t of segment s has |TD error| (s + 1) * (t + 1); its last window is masked.
@@ -83,15 +114,44 @@ def test_td_errors_written_back_become_the_segments_priorities():
         priority = {s: 1.0 for s in (0, 100, 1000, 1100)}
         priority.update({s: ETA * top(s) + (1 - ETA) * mean(s) + EPS for s in segments})
         assert source.priorities.max_priority == pytest.approx(max(priority.values()))
-        for _ in range(10):  # batches sampled before the write
-            source.next()
-        total = sum(priority.values())
+        _assert_sampled_by(source, priority)
         batch = source.next()
-        for segment, probability in zip(_segments(batch), batch.items.probability):
-            assert probability == pytest.approx(priority[segment] / total, rel=1e-5)
         assert source.summaries()["replay/priority_updates"] == len(segments)
         source.after_update(batch, {})  # a skipped update writes nothing
         assert source.summaries()["replay/priority_updates"] == len(segments)
+    finally:
+        source.close()
+
+
+def test_new_items_td_error_enter_with_their_errors_under_the_current_network():
+    source = _source(algorithm=_InsertTdAlgorithm, new_items="td_error")
+    # Segment c (first count c) has windows t = 0..T-1 with |TD error| scale * (c + t).
+    want = lambda c, scale: scale * (ETA * (c + T - 1) + (1 - ETA) * (c + (T - 1) / 2)) + EPS
+    try:
+        assert source.replay.insert(counting_unroll(0), lambda: False)  # segments 0, 100
+        source._algorithm.scale.assign(0.02)  # the learner moved on
+        assert source.replay.insert(counting_unroll(1000), lambda: False)  # 1000, 1100
+        priority = {0: want(0, 0.01), 100: want(100, 0.01),
+                    1000: want(1000, 0.02), 1100: want(1100, 0.02)}
+        assert source.priorities.max_priority == pytest.approx(priority[1100])
+        _assert_sampled_by(source, priority)
+    finally:
+        source.close()
+
+
+def test_new_items_enter_at_the_largest_priority_so_far_by_default():
+    source = _source()
+    try:
+        _fill(source)
+        batch = source.next()
+        errors = np.full((1, len(batch.items.keys) * T), 3.0)
+        source.after_update(batch, {"td_error": errors, "mask": np.ones_like(errors)})
+        assert source.replay.insert(counting_unroll(2000), lambda: False)  # 2000, 2100
+        top = 3.0 + EPS
+        priority = {s: 1.0 for s in (0, 100, 1000, 1100)}
+        priority.update({s: top for s in _segments(batch)})
+        priority.update({2000: top, 2100: top})
+        _assert_sampled_by(source, priority)
     finally:
         source.close()
 

@@ -237,7 +237,7 @@ def test_bad_settings_name_the_setting(kwargs, message):
 # --- prioritized: every window of a segment, sampling by p^alpha, priorities written back ---
 
 def _prioritized(alpha=0.5, **kwargs):
-    priorities = Priorities(alpha, beta=0.4, eps=1e-6, eta=0.9, new_items_at_max=False)
+    priorities = Priorities(alpha, beta=0.4, eps=1e-6, eta=0.9, new_items="one")
     settings = dict(replay_ratio=1e6, min_size=4 * T, batch_size=4 * T, priorities=priorities)
     return _replay(**dict(settings, **kwargs))
 

@@ -10,7 +10,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 def _cell(name):
     return dict(name=name, env="CartPole-v1", target=475.0, budget=600_000, seeds=[
-        dict(env_steps_to_target=150_000, seconds_to_target=15.0, last25_min=480.0)])
+        dict(seed=1, env_steps_to_target=150_000, seconds_to_target=15.0, last25_min=480.0)])
 
 
 def test_a_results_file_of_several_cells_names_each_cells_row():
@@ -23,6 +23,19 @@ def test_a_results_file_of_several_cells_names_each_cells_row():
         "| [`ppo_async.gin`](docs/results.md#ppo_async)",
         "| [`ppo_chaos.gin` (faults=none)](docs/results.md#ppo_chaos)",
         "| [`ppo_chaos.gin` (faults=all)](docs/results.md#ppo_chaos)"]
+
+
+def test_a_results_file_of_several_experiments_names_each_rows_experiment():
+    both = dict(config="dqn.gin", source="alf_async.experiment", command="run A\nrun B",
+                experiments=[dict(name="max", cells=[_cell("dqn")]),
+                             dict(name="td_error", cells=[_cell("dqn")])])
+    rows = docs_tables.configs_table([("dqn_items", both)]).splitlines()[2:]
+    assert [row.split(" | ")[0] for row in rows] == [
+        "| [`dqn.gin` (max)](docs/results.md#dqn_items)",
+        "| [`dqn.gin` (td_error)](docs/results.md#dqn_items)"]
+    page = docs_tables.results_page([("dqn_items", dict(both, source="by hand"))])
+    assert "\n    run A\n    run B\n" in page  # each experiment's command, as code
+    assert page.index("### max") < page.index("### td_error")  # each one's tables headed
 
 
 
