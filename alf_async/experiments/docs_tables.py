@@ -42,13 +42,15 @@ def _lowest(values: List[Optional[float]]) -> Optional[float]:
     return min(present) if present else None
 
 
-def _labelled_cells(summary: Dict):
+def _labelled_cells(name: str, summary: Dict):
     """`(label, cell)` of every cell: the label names the cell where a summary has
-    several, by its experiment's name where those differ (`report DIR DIR ...`)."""
+    several, by its experiment's name where those differ (`report DIR DIR ...`); a
+    single cell published under another name than its config's gets that name."""
     experiments = summary["experiments"]
     cells = [(e.get("name"), c) for e in experiments for c in e["cells"]]
     if len(cells) == 1:
-        return [("", cells[0][1])]
+        config = os.path.splitext(summary["config"] or name)[0]
+        return [("" if config == name else f" ({name})", cells[0][1])]
     by_experiment = len(experiments) > 1
     return [(f" ({experiment if by_experiment else cell['name']})", cell)
             for experiment, cell in cells]
@@ -60,7 +62,7 @@ def configs_table(results: List[Tuple[str, Dict]]) -> str:
             "seconds (median) | lowest last-25 % | source |",
             "|---|---|---|---|---:|---:|---:|---|"]
     for name, summary in results:
-        for suffix, cell in _labelled_cells(summary):
+        for suffix, cell in _labelled_cells(name, summary):
             seeds = cell["seeds"]
             reached = sum(s["env_steps_to_target"] is not None for s in seeds)
             budget = cell.get("budget")

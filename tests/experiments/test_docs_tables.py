@@ -18,9 +18,12 @@ def test_a_results_file_of_several_cells_names_each_cells_row():
                experiments=[dict(cells=[_cell("ppo_async")])])
     two = dict(config="ppo_chaos.gin", source="alf_async.experiment",
                experiments=[dict(cells=[_cell("faults=none"), _cell("faults=all")])])
-    rows = docs_tables.configs_table([("ppo_async", one), ("ppo_chaos", two)]).splitlines()[2:]
+    variant = dict(one, experiments=[dict(cells=[_cell("ppo_async")])])
+    rows = docs_tables.configs_table([("ppo_async", one), ("ppo_async_big", variant),
+                                      ("ppo_chaos", two)]).splitlines()[2:]
     assert [row.split(" | ")[0] for row in rows] == [
         "| [`ppo_async.gin`](docs/results.md#ppo_async)",
+        "| [`ppo_async.gin` (ppo_async_big)](docs/results.md#ppo_async_big)",
         "| [`ppo_chaos.gin` (faults=none)](docs/results.md#ppo_chaos)",
         "| [`ppo_chaos.gin` (faults=all)](docs/results.md#ppo_chaos)"]
 
