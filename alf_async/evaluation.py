@@ -72,7 +72,12 @@ class GreedyPolicy(tf.Module):
 
     def __init__(self, algorithm):
         super().__init__(name="greedy_policy")
-        self._algorithm = algorithm  # its variables are saved with the policy
+        # The variables alone are tracked (saved); the algorithm stays out of the
+        # SavedModel's object graph, whose walk through every network and layer
+        # was most of the export's time.
+        self._policy_variables = tuple(algorithm.variables)
+        self._act = algorithm.act
+        self._state_spec = algorithm.policy_state_spec
         spec = tensor_spec.from_spec(algorithm.time_step_spec.observation)
         observation = tf.TensorSpec([None, *spec.shape], spec.dtype, name="observation")
         # autograph=False throughout: as the driver's functions, for start-up time.
@@ -81,7 +86,7 @@ class GreedyPolicy(tf.Module):
                                       autograph=False)
             return
         state = [tf.TensorSpec([None, *s.shape], s.dtype)
-                 for s in tf.nest.flatten(algorithm.policy_state_spec)]
+                 for s in tf.nest.flatten(self._state_spec)]
         self.initial_state = tf.function(self._initial_state, autograph=False,
                                          input_signature=[tf.TensorSpec([], tf.int32)])
         self.action = tf.function(self._recurrent_action, autograph=False, input_signature=[
@@ -89,22 +94,21 @@ class GreedyPolicy(tf.Module):
 
     def _initial_state(self, batch_size):
         return [tf.zeros(tf.concat([[batch_size], s.shape], 0), s.dtype)
-                for s in tf.nest.flatten(self._algorithm.policy_state_spec)]
+                for s in tf.nest.flatten(self._state_spec)]
 
     def _action(self, observation):
         batch_size = tf.shape(tf.nest.flatten(observation)[0])[0]
-        state = tf.nest.pack_sequence_as(self._algorithm.policy_state_spec,
-                                         self._initial_state(batch_size))
+        state = tf.nest.pack_sequence_as(self._state_spec, self._initial_state(batch_size))
         step_type = tf.fill([batch_size], tf.constant(ts.StepType.MID, tf.int32))
-        action, _, _ = self._algorithm.act(observation, step_type, state, greedy=True)
+        action, _, _ = self._act(observation, step_type, state, greedy=True)
         return action
 
     def _recurrent_action(self, observation, step_type, state):
         first = tf.equal(step_type, ts.StepType.FIRST)
         state = [tf.where(tf.reshape(first, [-1] + [1] * (s.shape.rank - 1)), tf.zeros_like(s), s)
                  for s in state]
-        state = tf.nest.pack_sequence_as(self._algorithm.policy_state_spec, state)
-        action, state, _ = self._algorithm.act(observation, step_type, state, greedy=True)
+        state = tf.nest.pack_sequence_as(self._state_spec, state)
+        action, state, _ = self._act(observation, step_type, state, greedy=True)
         return action, tf.nest.flatten(state)
 
 

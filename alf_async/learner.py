@@ -13,6 +13,7 @@ from alf_async import layout
 from alf_async.algorithms.contract import check_algorithm, per_item_terms
 from alf_async.experience import LearnBatch
 from alf_async.metrics import StageClock
+from alf_async.optimizers import make_optimizer
 from alf_async.schedules import Schedule, schedule_value
 
 _NON_FINITE = "non-finite loss or gradient"
@@ -51,23 +52,6 @@ class Update(NamedTuple):
     """
     losses: Dict[str, tf.Tensor]
     per_item: Dict[str, Any]
-
-
-def make_optimizer(name: str, learning_rate: float, epsilon: float, decay: float,
-                   momentum: float) -> tf.keras.optimizers.Optimizer:
-    """'adam' or 'amsgrad' (use epsilon), or 'rmsprop' (uses decay, momentum, epsilon).
-
-    'amsgrad' is Adam dividing by the largest second-moment estimate so far
-    instead of the current one: after a stretch of tiny gradients a sudden
-    large one cannot make a step larger than the ones before it.
-    """
-    if name in ("adam", "amsgrad"):
-        return tf.keras.optimizers.Adam(learning_rate, epsilon=epsilon,
-                                        amsgrad=name == "amsgrad")
-    if name == "rmsprop":
-        return tf.keras.optimizers.RMSprop(learning_rate, rho=decay, momentum=momentum,
-                                           epsilon=epsilon)
-    raise ValueError(f"Learner.optimizer must be 'adam', 'amsgrad' or 'rmsprop', got {name!r}")
 
 
 def clip_gradients(grads, clip_norm: float, norm, group_sizes=None):

@@ -442,6 +442,7 @@ def test_minatar_breakout_learns_to_5x_what_random_play_reaches(tmp_path):
     assert max(returns[-3:]) >= 5 * random_return, (random_return, returns[-3:])
 
 
+@pytest.mark.timeout(900)  # two runs of up to 3M env steps on a slow 2-core machine
 @pytest.mark.slow
 def test_memory_task_is_solved_by_the_recurrent_config_only(tmp_path):
     """CartPole without velocities: LSTM PPO reaches 475; feed-forward PPO stays far below."""
