@@ -76,10 +76,14 @@ def _build(algorithm_class, seed, serve_port, root_dir: str, timeline: Timeline)
     return built
 
 
-def _start(algorithm, learner, driver) -> None:
+def _start(algorithm, learner, driver, timeline: Timeline) -> None:
+    """Compiles the learner's update, then starts the driver: TensorFlow's
+    optimising the update in its first run overlaps the first collection."""
     logging.info("Training %s: %s, %d learner replica(s) on %s", type(algorithm).__name__,
                  driver.describe(), learner.strategy.num_replicas_in_sync,
                  ", ".join(learner.devices))
+    learner.trace(driver.example_batch())
+    timeline.mark("update compiled")
     driver.start()
 
 
@@ -97,15 +101,10 @@ def _result(driver, learner, counters: checkpoints.Counters, progress: Progress)
 
 def _train_loop(learner, driver, loop, hooks: Hooks, done: StopCondition, config: str,
                 timeline: Timeline, summary_interval: int) -> None:
-    """Iterates under the summary writer's interval; stops the driver whatever happens.
-
-    The update is compiled first, while the driver collects the first batch.
-    """
+    """Iterates under the summary writer's interval; stops the driver whatever happens."""
     try:
         with tf.summary.record_if(lambda: tf.equal(learner.train_step % summary_interval, 0)):
             tf.summary.text("config/operative_gin", config, step=learner.train_step)
-            learner.trace(driver.example_batch())
-            timeline.mark("update compiled")
             iterate(loop, hooks, done, timeline)
             with tf.summary.record_if(True):  # the final state, whatever the interval
                 hooks.write_metrics()
@@ -195,7 +194,7 @@ def train(root_dir: str,
             eval_interval if worker == 0 else 0,
             num_eval_episodes, log_interval_secs, num_env_steps, seed))
         timeline.mark("build")
-        _start(algorithm, learner, driver)
+        _start(algorithm, learner, driver, timeline)
         interrupt.call_on_signal(driver.request_stop)  # ends a wait for data at once
         timeline.mark("compile", " (" + ", ".join(
             f"{name} {seconds:.2f} s" for name, seconds in driver.compile_seconds.items()) + ")")

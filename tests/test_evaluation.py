@@ -1,3 +1,4 @@
+import os
 import subprocess
 import sys
 
@@ -67,6 +68,18 @@ def test_exported_greedy_policy_acts_like_the_algorithm_without_alf_async(tmp_pa
     assert result.returncode == 0, result.stderr[-2000:]
     got = np.array(result.stdout.split(), np.int64)
     np.testing.assert_array_equal(got, want)
+
+
+def test_the_export_saves_the_variables_and_not_the_algorithms_object_graph(tmp_path):
+    """Walking the algorithm's networks and layers was most of the export's time."""
+    env = CartPoleBatchedEnv(1)
+    algo = PPOAlgorithm(env.time_step_spec(), env.action_spec())
+    path = export_policy(algo, str(tmp_path))
+    saved = [name for name, _ in tf.train.list_variables(os.path.join(path, "variables",
+                                                                     "variables"))
+             if name.endswith("VARIABLE_VALUE")]
+    assert len(saved) == len(algo.variables)
+    assert all(name.startswith("_policy_variables/") for name in saved), saved
 
 
 _LOAD_AND_ACT_RECURRENT = """

@@ -7,7 +7,8 @@ from alf_async.optimizers import FusedAdam, make_optimizer
 
 def _variables(seed):
     rng = np.random.default_rng(seed)
-    return [tf.Variable(rng.normal(size=shape).astype(np.float32)) for shape in [(3, 4), (4,), ()]]
+    shapes = [(3, 4), (3, 4), (4,), (4,), ()]  # alike shapes: each must keep its own slots
+    return [tf.Variable(rng.normal(size=shape).astype(np.float32)) for shape in shapes]
 
 
 def _train(optimizer, variables, steps=20):
