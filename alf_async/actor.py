@@ -12,15 +12,18 @@ learner that never answered.
 
 import sys
 
-from absl import app, flags, logging
+from alf_async.gc_policy import exits_fast, imports_uncollected
 
-# The learner's configurables, `train` among them: its gin files bind them.
-from alf_async import trainer  # noqa: F401  pylint: disable=unused-import
-from alf_async.algorithms import PPOAlgorithm
-from alf_async.config import configured, parse_config
-from alf_async.errors import ThreadError
-from alf_async.remote.actor_process import ActorProcess, LearnerGone, StoppedBeforeStart
-from alf_async.signals import SignalStop, exits_fast
+with imports_uncollected():  # alf_async.gc_policy
+    from absl import app, flags, logging
+
+    # The learner's configurables, `train` among them: its gin files bind them.
+    from alf_async import trainer  # noqa: F401  pylint: disable=unused-import
+    from alf_async.algorithms import PPOAlgorithm
+    from alf_async.config import configured, parse_config
+    from alf_async.errors import ThreadError
+    from alf_async.remote.actor_process import ActorProcess, LearnerGone, StoppedBeforeStart
+    from alf_async.signals import SignalStop
 
 flags.DEFINE_string("server", None, "HOST:PORT of the learner's Reverb server.")
 flags.DEFINE_integer("task", None, "This actor process's index, 0 ... max_actors - 1.")

@@ -1,7 +1,5 @@
 """Stopping a run cleanly on SIGINT or SIGTERM (the trainer and actor processes)."""
 
-import contextlib
-import gc
 import os
 import signal
 import threading
@@ -53,17 +51,3 @@ class SignalStop:
         self.signum = signum
         logging.warning("%s received: %s (again to exit now)", signal.Signals(signum).name,
                         self._action)
-
-
-@contextlib.contextmanager
-def exits_fast():
-    """Skips the interpreter's last garbage collection when the block exits.
-
-    That collection walks TensorFlow's object graph for ~3 s on the way out
-    (after everything was saved and closed); a stopped process must be gone
-    within the 5 s its supervisor waits.
-    """
-    try:
-        yield
-    finally:
-        gc.freeze()

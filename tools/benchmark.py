@@ -36,19 +36,22 @@ import json
 import os
 import time
 
-# First: toolkit imports alf_async, which keeps TensorFlow's start-up banner off.
-import toolkit  # tools/toolkit.py: gin and size flags, rate(), with_driver()
+# First: importing alf_async keeps TensorFlow's start-up banner off.
+from alf_async.gc_policy import imports_uncollected
 
-import gin  # pylint: disable=wrong-import-order
-import gymnasium as gym  # pylint: disable=wrong-import-order
-import numpy as np  # pylint: disable=wrong-import-order
-import tensorflow as tf  # pylint: disable=wrong-import-order
-from absl import app, flags  # pylint: disable=wrong-import-order
+with imports_uncollected():  # the process as the train command runs it
+    import toolkit  # tools/toolkit.py: gin and size flags, rate(), with_driver()
 
-from alf_async import config
-from alf_async.algorithms import PPOAlgorithm
-from alf_async.environments import create_environment
-from alf_async.environments.subenvs import make_gymnasium_env
+    import gin  # pylint: disable=wrong-import-order
+    import gymnasium as gym  # pylint: disable=wrong-import-order
+    import numpy as np  # pylint: disable=wrong-import-order
+    import tensorflow as tf  # pylint: disable=wrong-import-order
+    from absl import app, flags  # pylint: disable=wrong-import-order
+
+    from alf_async import config
+    from alf_async.algorithms import PPOAlgorithm
+    from alf_async.environments import create_environment
+    from alf_async.environments.subenvs import make_gymnasium_env
 
 flags.DEFINE_float("duration", 15.0, "Seconds measured per figure.")
 flags.DEFINE_float("warmup", 5.0, "Seconds of warm-up before each measurement.")
