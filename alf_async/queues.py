@@ -5,7 +5,7 @@ Python GIL, so an env thread waiting for an action, an actor waiting for
 requests and the learner waiting for experience never stall one another.
 """
 
-from typing import Any, List, Sequence
+from typing import Any, List, Optional, Sequence
 
 import tensorflow as tf
 
@@ -54,9 +54,13 @@ class NestFIFOQueue:
         """The nest of `tf.TensorSpec` of one element."""
         return self._spec
 
-    def enqueue(self, element: Nest) -> None:
-        """Adds one element, blocking while the queue is full."""
-        self._queue.enqueue(tf.nest.flatten(element))
+    def enqueue(self, element: Nest) -> Optional[tf.Operation]:
+        """Adds one element, blocking while the queue is full.
+
+        Returns the enqueue op inside a `tf.function` (for control
+        dependencies), None when run eagerly.
+        """
+        return self._queue.enqueue(tf.nest.flatten(element))
 
     def dequeue(self) -> Nest:
         """Removes one element, blocking while the queue is empty."""

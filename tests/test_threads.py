@@ -1,5 +1,8 @@
 """The threads on their own: queues, a coordinator and fakes; no driver."""
 
+import os
+import subprocess
+import sys
 import threading
 import time
 
@@ -8,7 +11,7 @@ import pytest
 import tensorflow as tf
 
 from alf_async.errors import QUEUE_CLOSED, ThreadError
-from alf_async.experience import ActReply, LogRecord, make_specs
+from alf_async.experience import ActReply, ActRequest, LogRecord, make_specs
 from alf_async.learner_loop import PrefetchThread
 from alf_async.metrics import EpisodeStats
 from alf_async.queues import TFQueues
@@ -16,6 +19,7 @@ from alf_async.threads import DriverThread, EnvThread, LogThread, live_driver_th
 from fakes import EPISODE_LENGTH, CountingEnv, CountingPolicy
 
 B, T = 3, 4
+TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
 
 
 def _queues(env, policy, num_envs=1, num_actor_queues=0):
@@ -60,6 +64,44 @@ def test_env_thread_acting_itself_produces_consecutive_unrolls_and_log_records()
     state = unrolls[1].experience.policy_state.numpy()[:, 0]  # before each step
     np.testing.assert_array_equal(state, np.arange(T, 2 * T) % EPISODE_LENGTH)
     assert records[0].reward.shape == (T, B) and thread.num_unrolls >= 3
+
+
+_STOP_WHILE_A_REQUEST_WAITS = """
+import sys, time
+import numpy as np, tensorflow as tf
+sys.path.insert(0, {tests!r})
+from alf_async.experience import ActRequest
+from alf_async.threads import EnvThread
+from fakes import CountingEnv, CountingPolicy
+from test_threads import B, T, _queues, _stop
+env = CountingEnv(0, B)
+policy = CountingPolicy(env)
+queues, coord = _queues(env, policy, num_actor_queues=1), tf.train.Coordinator()
+actor_queue = queues.actor_queues[0]
+first = env.reset()
+for _ in range(actor_queue.capacity):  # full: the thread's request has to wait
+    actor_queue.enqueue(ActRequest(first.observation, first.step_type,
+                                   np.zeros(B, np.int32), tf.constant(0)))
+thread = EnvThread("EnvThread0", coord, queues, env, 0, T, np.zeros(B, np.int32),
+                   actor_queue=actor_queue)
+thread.prepare()
+thread.start()
+time.sleep(0.5)  # the unroll runs, its request waiting for room
+_stop(coord, queues, [thread])  # closes the actor queue before the reply queue
+print("unrolls", thread.num_unrolls)
+"""
+
+
+def test_a_stop_while_an_env_thread_waits_to_send_its_request_cancels_no_reply_wait():
+    # In a process of its own: TensorFlow's C++ warnings show there as in a run.
+    done = subprocess.run(
+        [sys.executable, "-c", _STOP_WHILE_A_REQUEST_WAITS.format(tests=TESTS_DIR)],
+        capture_output=True, text=True, timeout=120, check=True,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="1"))
+    assert done.stdout.split() == ["unrolls", "0"]
+    # The reply is awaited only once the request is in: nothing waits on the open reply
+    # queue when the stop fails the request (TensorFlow warned of a cancelled dequeue).
+    assert "Skipping cancelled dequeue" not in done.stderr
 
 
 def test_log_thread_feeds_episode_stats():

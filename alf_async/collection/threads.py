@@ -183,8 +183,11 @@ class EnvThread(DriverThread):
     def _request_actions(self, request: ActRequest) -> ActReply:
         """The reply to one request: from the actor thread, or from our own call."""
         if self._act_fn is None:
-            self._actor_queue.enqueue(request)
-            return self._return_queue.dequeue()
+            # Wait for the reply only once the request is in: unordered, the dequeue
+            # could wait beside an enqueue that a stop fails, and TensorFlow then warns
+            # of a cancelled dequeue on a queue not yet closed.
+            with tf.control_dependencies([self._actor_queue.enqueue(request)]):
+                return self._return_queue.dequeue()
         # As in ActorThread: read the weights once the observation is here.
         with tf.control_dependencies(tf.nest.flatten(request)):
             return self._act_fn(request)
@@ -213,6 +216,11 @@ class EnvThread(DriverThread):
         self.busy_seconds += time.perf_counter() - start
         return [np.asarray(x, dtype) for x, dtype in zip(tf.nest.flatten(time_step),
                                                          self._time_step_dtypes)]
+
+
+def _send(queue, reply) -> None:
+    """Enqueues `reply` as a `tf.cond` branch (which must return what the other does)."""
+    queue.enqueue(reply)
 
 
 class ActorThread(DriverThread):
@@ -305,6 +313,6 @@ class ActorThread(DriverThread):
         for env_id, queue in self._return_queues.items():
             index = tf.where(tf.equal(requests.env_id, env_id))[:, 0]
             tf.cond(tf.size(index) > 0,
-                    lambda q=queue, i=index: q.enqueue(
-                        tf.nest.map_structure(lambda x: x[i[0]], replies)),
+                    lambda q=queue, i=index: _send(q, tf.nest.map_structure(
+                        lambda x: x[i[0]], replies)),
                     lambda: None)
