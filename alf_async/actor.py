@@ -21,6 +21,7 @@ with imports_uncollected():  # alf_async.gc_policy
     from alf_async import trainer  # noqa: F401  pylint: disable=unused-import
     from alf_async.algorithms import PPOAlgorithm
     from alf_async.config import configured, parse_config
+    from alf_async.devices import op_threads
     from alf_async.errors import ThreadError
     from alf_async.remote.actor_process import ActorProcess, LearnerGone, StoppedBeforeStart
     from alf_async.signals import SignalStop
@@ -50,6 +51,7 @@ def _build_actor(should_stop) -> ActorProcess:
     """The ActorProcess the flags describe; exit status 2 for a bad setting or no learner."""
     try:
         parse_config(FLAGS.gin_file, FLAGS.gin_param)
+        op_threads()  # before the actor's first op, as in the learner
         return ActorProcess(FLAGS.server, FLAGS.task,
                             configured("alf_async.train.algorithm_class", PPOAlgorithm),
                             seed=configured("alf_async.train.seed", None),

@@ -9,7 +9,7 @@ from typing import Callable, Optional
 import tensorflow as tf
 
 from alf_async.algorithms import PPOAlgorithm
-from alf_async.devices import create_strategy, worker_index
+from alf_async.devices import create_strategy, op_threads, worker_index
 from alf_async.drivers import AsyncOffPolicyDriver
 from alf_async.environments import create_environment
 from alf_async.learner import Learner
@@ -29,7 +29,8 @@ def build(algorithm_class: Callable = PPOAlgorithm, seed: Optional[int] = None,
     Returns:
         `(algorithm, learner, driver, loop)`; the driver is not started.
     """
-    strategy = create_strategy()  # first: a multi-worker strategy must precede other ops
+    op_threads()  # first: TensorFlow's pools are sized before its first op
+    strategy = create_strategy()  # a multi-worker strategy must precede other ops
     worker = worker_index(strategy)
     if seed is not None:
         tf.random.set_seed(seed)

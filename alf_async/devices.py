@@ -1,4 +1,5 @@
-"""Choosing the learner's devices: a `tf.distribute.Strategy` from gin."""
+"""Choosing where TensorFlow computes: its op thread pools, and the learner's devices
+(a `tf.distribute.Strategy`), from gin."""
 
 import functools
 import os
@@ -6,6 +7,42 @@ from typing import Optional, Sequence
 
 import gin
 import tensorflow as tf
+from absl import logging
+
+
+@gin.configurable(module="alf_async")
+def op_threads(intra_op: int = 0, inter_op: int = 0) -> None:
+    """Sizes TensorFlow's op thread pools for this process; 0 leaves a pool as it is.
+
+    Takes effect before TensorFlow runs its first op (`assembly.build` and
+    the actor process call it first); later, in a process already running
+    (a notebook, a test), it logs one warning and changes nothing. Set here,
+    the sizes win over the commands' `--tf_threads`.
+
+    Args:
+        intra_op: threads one op (a matmul) splits its work over; 1: each op
+            on one thread, which small networks prefer (their ops lose more
+            in the hand-offs than they gain: docs/off-policy.md).
+        inter_op: threads that run the independent ops of compiled calls.
+
+    Raises:
+        ValueError: a size below 0 (one line naming the setting).
+    """
+    threading = tf.config.threading
+    for name, size, get, set_ in [
+            ("intra_op", intra_op, threading.get_intra_op_parallelism_threads,
+             threading.set_intra_op_parallelism_threads),
+            ("inter_op", inter_op, threading.get_inter_op_parallelism_threads,
+             threading.set_inter_op_parallelism_threads)]:
+        if not isinstance(size, int) or size < 0:
+            raise ValueError(f"op_threads.{name} must be an integer >= 0, got {size!r}")
+        if size and get() != size:
+            try:
+                set_(size)
+            except RuntimeError:  # a speed setting: the run goes on, as this process runs
+                logging.warning("op_threads.%s=%d not applied: TensorFlow already runs with "
+                                "%d in this process (it applies to a new one)", name, size,
+                                get())
 
 
 def split_host_cpu(num_logical_cpus: int) -> None:

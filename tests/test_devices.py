@@ -1,4 +1,5 @@
-"""Learner strategies; the multi-worker learner runs as two processes on 127.0.0.1."""
+"""Op thread pools and learner strategies; the multi-worker learner runs as two processes
+on 127.0.0.1."""
 
 import json
 import os
@@ -9,7 +10,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from alf_async.devices import create_strategy, local_devices, num_workers, worker_index
+from alf_async.devices import (create_strategy, local_devices, num_workers, op_threads,
+                               worker_index)
 from test_learner import EQUIVALENCE, _batch, _learner, set_weights
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -71,3 +73,32 @@ def test_two_worker_processes_end_with_the_weights_of_one_learner_on_all_the_dat
         np.testing.assert_allclose(first, mine, rtol=1e-4, atol=1e-6)
         changed |= not np.allclose(mine, start)
     assert changed
+
+
+_OP_THREADS = """
+import gin, tensorflow as tf
+from alf_async.devices import op_threads
+gin.parse_config(["op_threads.intra_op = 1", "op_threads.inter_op = 3"])
+op_threads()
+print(tf.config.threading.get_intra_op_parallelism_threads(),
+      tf.config.threading.get_inter_op_parallelism_threads())
+tf.constant(1.0) + 1.0  # TensorFlow now runs with these pools
+op_threads(intra_op=2)
+print(tf.config.threading.get_intra_op_parallelism_threads())
+"""
+
+
+def test_op_threads_from_gin_size_the_pools_and_a_later_change_is_one_warning():
+    result = subprocess.run([sys.executable, "-c", _OP_THREADS], capture_output=True,
+                            text=True, timeout=120, check=True)
+    assert result.stdout.splitlines() == ["1 3", "1"]
+    assert ("op_threads.intra_op=2 not applied: TensorFlow already runs with 1 in this "
+            "process (it applies to a new one)") in result.stderr
+
+
+@pytest.mark.parametrize("kwargs, setting", [(dict(intra_op=-1), "intra_op"),
+                                             (dict(inter_op=-1), "inter_op"),
+                                             (dict(inter_op=1.5), "inter_op")])
+def test_bad_op_threads_name_the_setting(kwargs, setting):
+    with pytest.raises(ValueError, match=f"op_threads.{setting} must be an integer"):
+        op_threads(**kwargs)

@@ -27,7 +27,9 @@ insert (env steps/s) and sample (windows/s) rates during the end-to-end run.
 It also counts the CPU time per optimizer step of each: end to end cannot
 outrun `cores / CPU per step`, so it prints the highest end-to-end/learner
 ratio this machine's cores allow (the collection's and the sampling's CPU
-share the cores with the learner's).
+share the cores with the learner's). And the data path alone (collection,
+the replay writer and sampling at the replay ratio, no learner): batches/s
+in optimizer steps, and its CPU per optimizer step, against the learner's.
 
     python tools/benchmark.py --gin_file=gin_configs/dqn_cartpole.gin --off_policy
 """
@@ -209,17 +211,27 @@ def off_policy() -> dict:
                                  FLAGS.duration, FLAGS.warmup))
         return figures
 
-    return toolkit.with_driver(measure)
+    def data_path(driver, unused_learner):
+        return dict(zip(("data_path_steps", "data_path_cpu_us_per_step"), toolkit.rate_and_cpu(
+            lambda: (driver.get_training_exps(), steps)[1], FLAGS.duration, FLAGS.warmup)))
+
+    return {**toolkit.with_driver(measure), **toolkit.with_driver(data_path)}
 
 
 def off_policy_ratios(figures: dict) -> dict:
     """The end-to-end/learner ratio, and the most this machine's cores allow it: end to
-    end cannot run faster than `cores / (its CPU per step)` optimizer steps/s."""
+    end cannot run faster than `cores / (its CPU per step)` optimizer steps/s. With the
+    cores full and sharing them free, end to end would spend the learner's and the data
+    path's CPU per step: its speed against the learner's is then at most the learner's
+    share of the two (where the learner alone keeps the cores full)."""
     ceiling = os.cpu_count() * 1e6 / figures["end_to_end_cpu_us_per_step"]
+    learner, data = (figures["learner_only_cpu_us_per_step"],
+                     figures["data_path_cpu_us_per_step"])
     return {"end_to_end/learner_only (optimizer steps)":
             figures["end_to_end_steps"] / figures["learner_only_steps"],
             f"CPU ceiling of that ratio on {os.cpu_count()} cores":
-            ceiling / figures["learner_only_steps"]}
+            ceiling / figures["learner_only_steps"],
+            "learner CPU / (learner + data path CPU) per step": learner / (learner + data)}
 
 
 def measure_round() -> dict:

@@ -9,6 +9,7 @@ import numpy as np
 import tensorflow as tf
 
 from alf_async import extras, quiet
+from alf_async.batches.packing import ColumnPacking
 from alf_async.batches.priorities import Priorities
 from alf_async.batches.segments import (Segment, SequenceSplitter, cut_windows, segment_spec,
                                         stack_segments)
@@ -60,7 +61,8 @@ class ReplayBuffer:
     """Experience replay in a Reverb table served in this process (ALF's `ReplayBuffer`).
 
     Every unroll's B columns go into the table as `Segment`s (T steps and
-    their bootstrap). Uniform (ALF's `exp_replayer='uniform'`): a learn batch
+    their bootstrap), each stored as one Reverb column per dtype
+    (`ColumnPacking`: Reverb's cost per item grows with its columns). Uniform (ALF's `exp_replayer='uniform'`): a learn batch
     is `batch_size` segments drawn uniformly with replacement, each cut to a
     window of `sequence_length` steps from a uniformly drawn start
     (`cut_windows`), so that windows start uniformly over the stored steps;
@@ -141,7 +143,7 @@ class ReplayBuffer:
                         ratio_tolerance, self.unroll_length, sequence_prefix)
         self._splitter = SequenceSplitter(sequence_prefix or 0)
         self._state_structure = unroll_spec.experience.policy_state
-        spec = segment_spec(unroll_spec, self._splitter.prefix)
+        self._packing = ColumnPacking(segment_spec(unroll_spec, self._splitter.prefix))
         self.batch_size, self.sequence_length = batch_size, sequence_length
         self.priorities, self.sequences = priorities, sequence_prefix is not None
         # Trained steps per sampled item, and the learn batch's columns per item.
@@ -161,8 +163,8 @@ class ReplayBuffer:
             raise ValueError("ReplayBuffer.save_buffer=True needs a checkpoint_dir "
                              "(alf_async.train passes root_dir/replay)")
         self.checkpoint_dir = checkpoint_dir if save_buffer else None
-        table = self._table(spec, unroll_spec.experience.log_prob.shape[1], capacity, min_size,
-                            ratio_tolerance)
+        table = self._table(self._packing.spec, unroll_spec.experience.log_prob.shape[1],
+                            capacity, min_size, ratio_tolerance)
         self._server = self._serve(table)
         self.address = f"127.0.0.1:{self._server.port}"
         self._client = reverb.Client(self.address)
@@ -181,10 +183,12 @@ class ReplayBuffer:
         self._steps_sampled_up_to = 0
         cut = (self._whole_segments if self.sequences else
                self._every_window if whole else self._random_windows)
-        self._cut = tf.function(cut, autograph=False)
+        self._cut = tf.function(cut, autograph=False)  # `[S, ...]` segments
+        self._cut_packed = tf.function(lambda columns: cut(self._packing.unpack(columns)),
+                                       autograph=False)  # as sampled
         self._new_priorities = new_priorities or self._constant_priorities
 
-    def _table(self, spec: Segment, spec_batch_size: int, capacity: int, min_size: int,
+    def _table(self, spec, spec_batch_size: int, capacity: int, min_size: int,
                ratio_tolerance: float):
         reverb, steps = self._reverb, self.unroll_length
         # Sampled items per inserted segment of T steps.
@@ -267,7 +271,7 @@ class ReplayBuffer:
         """
         segments = self._splitter.split(unroll)
         for segment, priority in zip(segments, self._new_priorities(segments)):
-            self._writer.append(segment)
+            self._writer.append(self._packing.pack(segment))
             self._writer.create_item(self.TABLE, priority, tf.nest.map_structure(
                 lambda column: column[-1], self._writer.history))
         while not should_stop():
@@ -302,7 +306,7 @@ class ReplayBuffer:
                 self._samples = None
                 self.sample_timeouts += 1
                 continue
-            windows = self._cut(sample.data)
+            windows = self._cut_packed(sample.data)
             self.sampled_windows += self.batch_size
             inserted, self._steps_sampled_up_to = (
                 self.inserted_steps - self._steps_sampled_up_to, self.inserted_steps)

@@ -63,7 +63,8 @@ def test_off_policy_benchmark_counts_optimizer_steps_and_replay_rates(tmp_path):
     figures, ratios = report["frames_per_sec"], report["ratios"]
     assert set(figures) == {"end_to_end_steps", "learner_only_steps", "insert_env_steps",
                             "sample_windows", "end_to_end_cpu_us_per_step",
-                            "learner_only_cpu_us_per_step"}
+                            "learner_only_cpu_us_per_step", "data_path_steps",
+                            "data_path_cpu_us_per_step"}
     assert all(value > 0 for value in figures.values()), figures
     # The replay ratio ties them: 32 windows per env step, 128 windows per optimizer step.
     assert figures["sample_windows"] / figures["insert_env_steps"] == pytest.approx(32, rel=0.5)
@@ -79,3 +80,8 @@ def test_off_policy_benchmark_counts_optimizer_steps_and_replay_rates(tmp_path):
     assert ceiling == pytest.approx(cores * 1e6 / figures["end_to_end_cpu_us_per_step"]
                                     / figures["learner_only_steps"])
     assert ceiling >= ratios["end_to_end/learner_only (optimizer steps)"] * 0.9
+    # Without a learner to wait for, the data path outruns end to end.
+    assert figures["data_path_steps"] > figures["end_to_end_steps"]
+    share = ratios["learner CPU / (learner + data path CPU) per step"]
+    assert share == pytest.approx(figures["learner_only_cpu_us_per_step"] / (
+        figures["learner_only_cpu_us_per_step"] + figures["data_path_cpu_us_per_step"]))
