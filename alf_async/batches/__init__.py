@@ -12,9 +12,10 @@ batch's `(Q', T', B')`), `threads(coord, queues)`, `next(updates_ahead)`
 - `UniformReplayBatches` (`exp_replayer='uniform'`): windows sampled from a
   Reverb replay table at a controlled replay ratio.
 - `PrioritizedReplayBatches` (`exp_replayer='prioritized'`): segments sampled
-  by priority, their TD errors written back after each update.
+  by priority, their TD errors written back after each update (by a
+  `PriorityWriterThread`, off the learner's thread).
 
-The replay buffer (`ReplayBuffer`), the segments it stores, its writer thread
+The replay buffer (`ReplayBuffer`), the segments it stores, its writer threads
 and IMPALA's mix-in replay (`UnrollReplay`) live here too.
 
 `LearnFeed` is where the learner takes a source's batches (the driver's

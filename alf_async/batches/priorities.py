@@ -13,9 +13,9 @@ with their TD errors under the current network computed at insert (Ape-X's
 actors compute them while acting; here the writer thread does).
 
 Thread-safety: `item_priorities` and `new_item_priority` are called by the
-trainer's thread (after an update) and the writer thread (at insert): the
-largest priority seen is a float both write and read (a lost update only
-lowers the next new item's priority a little).
+priority writer thread (after an update) and the replay writer thread (at
+insert): the largest priority seen is a float both write and read (a lost
+update only lowers the next new item's priority a little).
 """
 
 from typing import Optional

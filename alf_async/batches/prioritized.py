@@ -6,9 +6,11 @@ from typing import Callable, List, Optional
 import gin
 import numpy as np
 import tensorflow as tf
+from absl import logging
 
 from alf_async.algorithms.contract import per_item_terms
 from alf_async.batches.priorities import Priorities
+from alf_async.batches.priority_updates import PriorityUpdates, PriorityWriterThread
 from alf_async.batches.segments import Segment
 from alf_async.batches.uniform import UniformReplayBatches
 from alf_async.experience import LearnBatch
@@ -36,7 +38,8 @@ class PrioritizedReplayBatches(UniformReplayBatches):
     steps (checkpointed), so both survive a restart.
 
     Thread-safety: as `UniformReplayBatches`; `after_update()` is called by
-    the trainer's thread while the prefetch thread may sample, and with
+    the trainer's thread while the prefetch thread may sample and the
+    priority writer thread writes the previous updates, and with
     'td_error' the writer thread runs the algorithm's loss (reading the
     variables as the acting threads do) while the learner trains.
     """
@@ -86,7 +89,13 @@ class PrioritizedReplayBatches(UniformReplayBatches):
         super().__init__(unroll_spec, algorithm, should_stop, replay_dir, self.priorities,
                          self._computed_priorities if new_items == "td_error" else None)
         self._env_steps = env_steps
-        self.updated_items = 0
+        self._updates = PriorityUpdates(self._item_priorities, self.replay.mutate_priorities)
+
+    def threads(self, coord: tf.train.Coordinator, queues) -> list:
+        """The replay writer thread, and the thread that writes priorities back."""
+        return [*super().threads(coord, queues),
+                PriorityWriterThread("PriorityWriterThread", coord, queues.close_all,
+                                     self._updates)]
 
     def next(self, updates_ahead: int = 0) -> Optional[LearnBatch]:
         """A learn batch of every window of `batch_size / T` sampled segments, with
@@ -101,7 +110,8 @@ class PrioritizedReplayBatches(UniformReplayBatches):
         return batch._replace(weights=tf.constant(per_window))
 
     def after_update(self, batch, per_item) -> None:
-        """Writes each sampled segment's new priority from its windows' TD errors.
+        """Hands each sampled segment's TD errors to the priority writer thread, which
+        writes its new priority from them (`write_priorities()` does it here).
 
         Args:
             batch: the trained `DeviceBatch`; `batch.items` its `SampledItems`.
@@ -109,12 +119,12 @@ class PrioritizedReplayBatches(UniformReplayBatches):
                 samples per window, W = T windows per segment (a sequence:
                 W = 1, its K = T trained steps); empty after a skipped update.
         """
-        if not per_item:
-            return
-        num_items = len(batch.items.keys)
-        self.replay.mutate_priorities(batch.items.keys, self._item_priorities(per_item,
-                                                                              num_items))
-        self.updated_items += num_items
+        if per_item:
+            self._updates.put(batch.items.keys, per_item)
+
+    def write_priorities(self) -> None:
+        """Writes every update handed over so far (once one under way is written)."""
+        self._updates.write()
 
     def _item_priorities(self, per_item, num_items: int) -> np.ndarray:
         """`[S]` priorities from `{"td_error", "mask"}` `[K, S * W]` (window i * W + w)."""
@@ -148,4 +158,21 @@ class PrioritizedReplayBatches(UniformReplayBatches):
         return {**super().summaries(),
                 "replay/priority_beta": self.priorities.beta(self._env_steps()),
                 "replay/max_priority": self.priorities.max_priority,
-                "replay/priority_updates": self.updated_items}
+                "replay/priority_updates": self._updates.written_items}
+
+    def save(self) -> None:
+        """With `ReplayBuffer.save_buffer`, saves the buffer with every priority
+        handed over so far."""
+        self.write_priorities()
+        super().save()
+
+    def close(self) -> None:
+        """Writes the priorities handed over (a buffer saved at close holds them),
+        then closes the table; a write that fails (the writer thread's error is
+        already the driver's) is logged, and the table closed all the same."""
+        try:
+            self.write_priorities()
+        except Exception as error:  # pylint: disable=broad-except
+            logging.warning("PrioritizedReplayBatches: the last priority updates were not "
+                            "written: %s", error)
+        super().close()

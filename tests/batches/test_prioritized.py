@@ -1,5 +1,7 @@
 """`PrioritizedReplayBatches`: importance weights out, TD errors back in as priorities."""
 
+import contextlib
+import threading
 import time
 import types
 
@@ -7,7 +9,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from alf_async.batches.priority_updates import PriorityWriterThread
 from alf_async.batches.prioritized import PrioritizedReplayBatches
+from alf_async.batches.replay_buffer import ReplayBuffer
 from fakes import gin_bound
 from replay_fakes import T, counting_unroll, unroll_spec
 
@@ -82,6 +86,7 @@ def test_weights_are_each_segments_importance_weight_on_all_its_windows():
         errors = np.array([rank[s] for s in _segments(batch)])[:, None] * np.ones(T)
         source.after_update(batch, {"td_error": errors.reshape(1, -1),
                                     "mask": np.ones((1, errors.size))})
+        source.write_priorities()
         for _ in range(10):  # batches sampled before the write
             source.next()
         distinct = 0
@@ -98,9 +103,32 @@ def test_weights_are_each_segments_importance_weight_on_all_its_windows():
         source.close()
 
 
+@contextlib.contextmanager
+def _writing_priorities(source):
+    """Runs the source's `PriorityWriterThread` (its replay writer thread stays
+    unstarted); then stops it and closes the source."""
+    coord = tf.train.Coordinator()
+    queues = types.SimpleNamespace(close_all=lambda: None, learn_queue=None)
+    writer, = [t for t in source.threads(coord, queues) if isinstance(t, PriorityWriterThread)]
+    writer.start()
+    try:
+        yield
+    finally:
+        coord.request_stop()
+        coord.join([writer], stop_grace_period_secs=30)
+        source.close()
+
+
+def _wait_for(condition):
+    deadline = time.monotonic() + 30
+    while not condition():
+        assert time.monotonic() < deadline, "not within 30 s"
+        time.sleep(0.01)
+
+
 def test_td_errors_written_back_become_the_segments_priorities():
     source = _source()
-    try:
+    with _writing_priorities(source):
         _fill(source)
         batch = source.next()
         segments = _segments(batch)
@@ -109,6 +137,7 @@ def test_td_errors_written_back_become_the_segments_priorities():
         mask = np.tile(np.r_[np.ones(T - 1), 0.0], len(segments))[None]
         source.after_update(types.SimpleNamespace(items=batch.items),
                             {"td_error": -errors, "mask": mask})
+        _wait_for(lambda: source.summaries()["replay/priority_updates"] == len(segments))
         top = lambda s: (s + 1.0) * (T - 1)  # the largest unmasked error
         mean = lambda s: (s + 1.0) * T / 2
         priority = {s: 1.0 for s in (0, 100, 1000, 1100)}
@@ -116,11 +145,36 @@ def test_td_errors_written_back_become_the_segments_priorities():
         assert source.priorities.max_priority == pytest.approx(max(priority.values()))
         _assert_sampled_by(source, priority)
         batch = source.next()
-        assert source.summaries()["replay/priority_updates"] == len(segments)
         source.after_update(batch, {})  # a skipped update writes nothing
+        source.write_priorities()
         assert source.summaries()["replay/priority_updates"] == len(segments)
-    finally:
-        source.close()
+
+
+def test_after_update_hands_over_without_waiting_for_the_table(monkeypatch):
+    held, release = threading.Event(), threading.Event()
+    mutate = ReplayBuffer.mutate_priorities
+
+    def slow_mutate(replay, keys, priorities):  # a table write that takes until released
+        held.set()
+        assert release.wait(30)
+        mutate(replay, keys, priorities)
+
+    monkeypatch.setattr(ReplayBuffer, "mutate_priorities", slow_mutate)
+    source = _source()
+    with _writing_priorities(source):
+        _fill(source)
+        batch = source.next()
+        errors = np.full((1, len(batch.items.keys) * T), 2.0)
+        terms = {"td_error": errors, "mask": np.ones_like(errors)}
+        source.after_update(batch, terms)
+        assert held.wait(30)  # the writer thread is in the table ...
+        handed = threading.Thread(target=source.after_update, args=(batch, terms), daemon=True)
+        handed.start()
+        handed.join(10)
+        assert not handed.is_alive()  # ... and the learner's next hand-over returns at once
+        release.set()
+        source.write_priorities()  # a save's write: after it, both updates are in the table
+        assert source.summaries()["replay/priority_updates"] == 2 * len(batch.items.keys)
 
 
 def test_new_items_td_error_enter_with_their_errors_under_the_current_network():
@@ -146,6 +200,7 @@ def test_new_items_enter_at_the_largest_priority_so_far_by_default():
         batch = source.next()
         errors = np.full((1, len(batch.items.keys) * T), 3.0)
         source.after_update(batch, {"td_error": errors, "mask": np.ones_like(errors)})
+        source.write_priorities()
         assert source.replay.insert(counting_unroll(2000), lambda: False)  # 2000, 2100
         top = 3.0 + EPS
         priority = {s: 1.0 for s in (0, 100, 1000, 1100)}
@@ -177,6 +232,7 @@ def test_a_recurrent_learners_sequence_gets_the_mix_of_its_trained_steps_errors(
         mask[-1] = 0
         source.after_update(types.SimpleNamespace(items=batch.items),
                             {"td_error": errors, "mask": mask})
+        source.write_priorities()
         want = {s: ETA * (s + 1.0) * (T - 1) + (1 - ETA) * (s + 1.0) * T / 2 + EPS
                 for s in sequences}
         for _ in range(10):  # batches sampled before the write
