@@ -4,12 +4,20 @@ Each runs its loop until the coordinator asks to stop. A thread that fails
 stops the coordinator with a `ThreadError` naming itself and closes every
 queue (`alf_async.errors.stop_with_error`), so that no other thread stays
 blocked; `AsyncOffPolicyDriver.stop()` then re-raises that error.
+
+With `driver_thread_niceness` (gin) above 0, each runs at that much lower
+a scheduling priority than the thread that built it (Linux): where the
+learner is the bottleneck, its thread goes first when both want a core.
 """
 
+import os
+import sys
 import threading
 from typing import Callable, List
 
+import gin
 import tensorflow as tf
+from absl import logging
 
 from alf_async.errors import QUEUE_CLOSED, ThreadError, stop_with_error
 
@@ -24,10 +32,44 @@ def live_driver_threads() -> List[threading.Thread]:
     return [t for t in threading.enumerate() if isinstance(t, DriverThread)]
 
 
+@gin.configurable(module="alf_async")
+def driver_thread_niceness(niceness: int = 0) -> int:
+    """How much lower the driver's threads are scheduled than the learner's.
+
+    Args:
+        niceness: added to each `DriverThread`'s nice value when it starts
+            (Linux; elsewhere a warning and no change). 0: no change.
+
+    Returns:
+        `niceness`.
+
+    Raises:
+        ValueError: `niceness` outside [0, 19] (one line naming the setting).
+    """
+    if not isinstance(niceness, int) or not 0 <= niceness <= 19:
+        raise ValueError(f"driver_thread_niceness.niceness must be an integer in [0, 19], "
+                         f"got {niceness!r}")
+    return niceness
+
+
+def lower_this_thread(niceness: int) -> None:
+    """Adds `niceness` to the calling thread's nice value (threads it starts
+    later inherit it); a no-op at 0, a warning off Linux."""
+    if not niceness:
+        return
+    if not sys.platform.startswith("linux"):  # there PRIO_PROCESS would name a process
+        logging.warning("driver_thread_niceness.niceness=%d not applied: per-thread "
+                        "priorities need Linux", niceness)
+        return
+    tid = threading.get_native_id()
+    os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid)
+                                               + niceness))
+
+
 class DriverThread(threading.Thread):
     """Runs `_step()` in a loop under a `tf.train.Coordinator`.
 
-    A closed queue while a stop is requested is a clean exit; any other
+    It starts by lowering its own priority by `driver_thread_niceness()`. A closed queue while a stop is requested is a clean exit; any other
     exception stops the coordinator with a `ThreadError` naming the thread.
     """
 
@@ -42,9 +84,11 @@ class DriverThread(threading.Thread):
         super().__init__(name=name, daemon=True)
         self._coord = coord
         self._close_queues = close_queues
+        self._niceness = driver_thread_niceness()
 
     def run(self) -> None:
         try:
+            lower_this_thread(self._niceness)
             while not self._coord.should_stop():
                 self._step()
         except QUEUE_CLOSED as error:

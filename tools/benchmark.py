@@ -24,6 +24,9 @@ counts optimizer steps instead of frames, since the replay ratio ties
 frames to updates: optimizer steps/s end to end against the learner alone
 training on one sampled batch over and over (its ceiling), and the replay's
 insert (env steps/s) and sample (windows/s) rates during the end-to-end run.
+The two alternate in --slices slices of one driver (while the learner trains
+alone, the data path runs on until the replay's rate limiter holds it), so
+that the machine's drift during the run slows both alike.
 It also counts the CPU time per optimizer step of each: end to end cannot
 outrun `cores / CPU per step`, so it prints the highest end-to-end/learner
 ratio this machine's cores allow (the collection's and the sampling's CPU
@@ -36,7 +39,6 @@ in optimizer steps, and its CPU per optimizer step, against the learner's.
 
 import json
 import os
-import time
 
 # First: importing alf_async keeps TensorFlow's start-up banner off.
 from alf_async.gc_policy import imports_uncollected
@@ -64,6 +66,10 @@ flags.DEFINE_boolean("tf_agents", True, "Also measure tf-agents' synchronous PPO
 flags.DEFINE_string("out", None, "Write the figures as JSON here.")
 flags.DEFINE_boolean("off_policy", False, "Optimizer steps/s of a replay config end to end "
                      "against the learner alone, and the replay's insert and sample rates.")
+flags.DEFINE_integer("slices", 5, "With --off_policy: end to end and the learner alone are "
+                     "measured in this many alternating slices of duration/slices seconds, "
+                     "each after warmup/slices seconds of settling, so that a machine's "
+                     "drift slows both alike.")
 flags.DEFINE_integer("remote", 0, "Compare K actor processes through Reverb with in-process "
                      "collection instead (0: the usual figures).")
 FLAGS = flags.FLAGS
@@ -188,28 +194,31 @@ def collection(remote: bool, train: bool) -> dict:
 
 
 def off_policy() -> dict:
-    """Optimizer steps/s and CPU us per step end to end and of the learner alone; the
-    replay's insert and sample rates."""
+    """Optimizer steps/s and CPU us per step end to end and of the learner alone, in
+    --slices alternating slices of one driver; the replay's insert and sample rates
+    end to end; and the data path alone."""
     steps = gin.query_parameter("alf_async.Learner.num_epochs") * gin.query_parameter(
         "alf_async.Learner.num_minibatches")
 
     def measure(driver, learner):
         replay = driver.batches.replay
         toolkit.rate(driver.run_async, FLAGS.warmup, 0.0)  # min_size stored, update compiled
-        inserted, sampled = replay.inserted_steps, replay.sampled_windows
-        start = time.perf_counter()
-        end_to_end, end_to_end_cpu = toolkit.rate_and_cpu(
-            lambda: (driver.run_async(), steps)[1], FLAGS.duration, 0.0)
-        seconds = time.perf_counter() - start
-        figures = {"end_to_end_steps": end_to_end, "end_to_end_cpu_us_per_step": end_to_end_cpu,
-                   "insert_env_steps": (replay.inserted_steps - inserted) / seconds,
-                   "sample_windows": (replay.sampled_windows - sampled) / seconds}
         placed = learner.place(driver.get_training_exps())
-        driver.stop()
-        figures["learner_only_steps"], figures["learner_only_cpu_us_per_step"] = (
-            toolkit.rate_and_cpu(lambda: (learner.update(placed), steps)[1],
-                                 FLAGS.duration, FLAGS.warmup))
-        return figures
+        # While the learner trains alone, the data path runs on until the rate
+        # limiter holds it: it shares the cores only while settling.
+        tallies = toolkit.alternating_rates(
+            {"end_to_end": lambda: (driver.run_async(), steps)[1],
+             "learner_only": lambda: (learner.update(placed), steps)[1]},
+            FLAGS.duration, FLAGS.warmup / FLAGS.slices, FLAGS.slices,
+            counters=lambda: {"inserted": replay.inserted_steps,
+                              "sampled": replay.sampled_windows})
+        end_to_end, alone = tallies["end_to_end"], tallies["learner_only"]
+        return {"end_to_end_steps": end_to_end.rate,
+                "end_to_end_cpu_us_per_step": end_to_end.cpu_us_per_unit,
+                "insert_env_steps": end_to_end.count_rate("inserted"),
+                "sample_windows": end_to_end.count_rate("sampled"),
+                "learner_only_steps": alone.rate,
+                "learner_only_cpu_us_per_step": alone.cpu_us_per_unit}
 
     def data_path(driver, unused_learner):
         return dict(zip(("data_path_steps", "data_path_cpu_us_per_step"), toolkit.rate_and_cpu(

@@ -1,7 +1,8 @@
-"""What the tools share: gin flags, size flags, rate measurement and a started driver.
+"""What the tools share: gin flags, size flags, actor processes and a started driver.
 
 Each tool is a script (`python tools/<name>.py`); this module sits next to
-them, so `import toolkit` finds it.
+them, so `import toolkit` finds it. Its rate measurement lives in
+`measure.py` (no flags) and is re-exported here.
 """
 
 import contextlib
@@ -9,8 +10,7 @@ import os
 import signal
 import subprocess
 import sys
-import time
-from typing import Callable, List, Sequence
+from typing import Callable, List
 
 import gin
 from absl import flags
@@ -18,6 +18,7 @@ from absl import flags
 # trainer: the configurables the gin files bind (`train` among them).
 from alf_async import assembly, config, trainer  # noqa: F401  pylint: disable=unused-import
 from alf_async.algorithms import PPOAlgorithm
+from measure import Tally, alternating_rates, cpu_seconds, rate, rate_and_cpu  # noqa: F401
 
 flags.DEFINE_multi_string("gin_file", ["gin_configs/ppo_async.gin"], "Gin config(s).")
 flags.DEFINE_multi_string("gin_param", [], "Extra gin bindings.")
@@ -56,38 +57,6 @@ def parse_gin(extra_bindings: List[str] = ()) -> None:
     gin.clear_config()
     config.parse_config(FLAGS.gin_file,
                          FLAGS.gin_param + size_bindings() + list(extra_bindings))
-
-
-def rate(step_fn: Callable[[], int], duration: float, warmup: float) -> float:
-    """Frames/s of `step_fn() -> frames`, after `warmup` seconds."""
-    deadline = time.perf_counter() + warmup
-    while time.perf_counter() < deadline:
-        step_fn()
-    frames, start = 0, time.perf_counter()
-    while time.perf_counter() - start < duration:
-        frames += step_fn()
-    return frames / (time.perf_counter() - start)
-
-
-def cpu_seconds(pids: Sequence[int] = ()) -> float:
-    """CPU time (user + system) of this process and of processes `pids` (Linux /proc)."""
-    ticks = os.sysconf("SC_CLK_TCK")
-    total = time.process_time()
-    for pid in pids:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        total += (int(fields[11]) + int(fields[12])) / ticks  # utime, stime
-    return total
-
-
-def rate_and_cpu(step_fn: Callable[[], int], duration: float, warmup: float,
-                 pids: Sequence[int] = ()):
-    """`(frames/s, CPU microseconds per frame)` of `step_fn`, CPU counted over this
-    process and `pids`."""
-    rate(step_fn, 0.0, warmup)
-    cpu = cpu_seconds(pids)
-    frames_per_sec = rate(step_fn, duration, 0.0)
-    return frames_per_sec, (cpu_seconds(pids) - cpu) * 1e6 / (frames_per_sec * duration)
 
 
 @contextlib.contextmanager

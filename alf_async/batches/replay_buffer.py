@@ -170,10 +170,6 @@ class ReplayBuffer:
         self._client = reverb.Client(self.address)
         self.restored_segments = self._check_restored(table)
         self._writer = self._client.trajectory_writer(num_keep_alive_refs=1)
-        self._dataset = reverb.TrajectoryDataset.from_table_signature(
-            self.address, self.TABLE, max_in_flight_samples_per_worker=self.items_per_batch,
-            rate_limiter_timeout_ms=self._POLL_MS).batch(self.items_per_batch,
-                                                         drop_remainder=True)
         self._samples = None  # the dataset's iterator, made by the sampling thread
         self.inserted_steps = 0
         self.sampled_windows = 0
@@ -184,8 +180,20 @@ class ReplayBuffer:
         cut = (self._whole_segments if self.sequences else
                self._every_window if whole else self._random_windows)
         self._cut = tf.function(cut, autograph=False)  # `[S, ...]` segments
-        self._cut_packed = tf.function(lambda columns: cut(self._packing.unpack(columns)),
-                                       autograph=False)  # as sampled
+        # Sampled items are cut into windows inside the dataset's pipeline, so
+        # that the sampling thread makes one call per learn batch. Its elements
+        # are flat (tf.data would turn the lists of a policy state into tuples).
+        self._sampled_structure = None  # `(windows, info)`, set when `map` traces
+
+        def cut_sampled(sample):
+            cut_sample = (cut(self._packing.unpack(sample.data)), sample.info)
+            self._sampled_structure = tf.nest.map_structure(lambda _: 0, cut_sample)
+            return tuple(tf.nest.flatten(cut_sample))
+
+        self._dataset = reverb.TrajectoryDataset.from_table_signature(
+            self.address, self.TABLE, max_in_flight_samples_per_worker=self.items_per_batch,
+            rate_limiter_timeout_ms=self._POLL_MS).batch(
+                self.items_per_batch, drop_remainder=True).map(cut_sampled)
         self._new_priorities = new_priorities or self._constant_priorities
 
     def _table(self, spec, spec_batch_size: int, capacity: int, min_size: int,
@@ -301,19 +309,19 @@ class ReplayBuffer:
                 with quiet.native_stderr_held():  # Reverb: "... accessed directly without gRPC"
                     self._samples = iter(self._dataset)
             try:
-                sample = next(self._samples)
+                windows, info = tf.nest.pack_sequence_as(self._sampled_structure,
+                                                         list(next(self._samples)))
             except (StopIteration, tf.errors.OutOfRangeError):  # the rate limiter's timeout
                 self._samples = None
                 self.sample_timeouts += 1
                 continue
-            windows = self._cut_packed(sample.data)
             self.sampled_windows += self.batch_size
             inserted, self._steps_sampled_up_to = (
                 self.inserted_steps - self._steps_sampled_up_to, self.inserted_steps)
             items = None
             if self.priorities:
                 items = SampledItems(*[x.numpy() for x in (
-                    sample.info.key, sample.info.probability, sample.info.table_size)])
+                    info.key, info.probability, info.table_size)])
             return LearnBatch(windows.experience, windows.bootstrap, windows.env_id, inserted,
                               items=items)
         return None
