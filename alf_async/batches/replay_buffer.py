@@ -278,7 +278,12 @@ class ReplayBuffer:
             while waiting.
         """
         segments = self._splitter.split(unroll)
-        for segment, priority in zip(segments, self._new_priorities(segments)):
+        priorities = self._new_priorities(segments)
+        # Counted before its items can be sampled, so that a learn batch never
+        # holds steps no batch has counted (`sample()`'s `env_steps`); a new
+        # stream's first unroll only prefixes the next, but its steps count.
+        self.inserted_steps += unroll.experience.log_prob.size
+        for segment, priority in zip(segments, priorities):
             self._writer.append(self._packing.pack(segment))
             self._writer.create_item(self.TABLE, priority, tf.nest.map_structure(
                 lambda column: column[-1], self._writer.history))
@@ -287,8 +292,6 @@ class ReplayBuffer:
                 self._writer.flush(timeout_ms=self._POLL_MS)
             except self._reverb.errors.DeadlineExceededError:
                 continue
-            # A new stream's first unroll only prefixes the next: its steps count.
-            self.inserted_steps += unroll.experience.log_prob.size
             return True
         return False
 

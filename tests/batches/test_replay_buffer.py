@@ -114,6 +114,34 @@ def test_with_both_sides_running_the_achieved_ratio_is_the_setting():
     assert abs(replay.achieved_ratio - 3.0) < 0.6
 
 
+class _SampleOnFlush:
+    """A writer proxy: right after each flush, the learner's side samples a
+    batch, as it may while the writer thread waits for a core."""
+
+    def __init__(self, replay):
+        self._writer, self._replay, self.env_steps = replay._writer, replay, []
+
+    def __getattr__(self, name):
+        return getattr(self._writer, name)
+
+    def flush(self, **kwargs):
+        self._writer.flush(**kwargs)
+        self.env_steps.append(self._replay.sample(_deadline(10)).env_steps)
+
+
+def test_a_batch_sampled_as_soon_as_its_items_land_counts_their_env_steps():
+    replay = _replay(replay_ratio=1e3)
+    try:
+        replay._writer = writer = _SampleOnFlush(replay)
+        for _ in range(2):
+            assert replay.insert(_unroll(0), _deadline(10))
+        # Each unroll's T * B steps reach the learner with the first batch that
+        # can hold them, never a batch later (beta and the schedules follow them).
+        assert writer.env_steps == [T * B, T * B]
+    finally:
+        replay.close()
+
+
 def test_a_stop_ends_a_waiting_insert_and_sample_within_the_poll_period():
     replay = _replay(min_size=4 * T)
     try:
