@@ -1,4 +1,5 @@
-"""The actor process of a remote learner: collects unrolls, sends them through Reverb.
+"""Runs one actor process of a remote learner: it collects unrolls with the
+learner's policy and sends them to the learner's Reverb server.
 
     python -m alf_async.actor --server=LEARNER_HOST:PORT --task=0 \\
         --gin_file=gin_configs/ppo_remote.gin
@@ -11,20 +12,12 @@ learner that never answered.
 """
 
 import sys
+import time
 
-from alf_async.gc_policy import exits_fast, imports_uncollected
+from absl import app, flags, logging
 
-with imports_uncollected():  # alf_async.gc_policy
-    from absl import app, flags, logging
-
-    # The learner's configurables, `train` among them: its gin files bind them.
-    from alf_async import trainer  # noqa: F401  pylint: disable=unused-import
-    from alf_async.algorithms import PPOAlgorithm
-    from alf_async.config import configured, parse_config
-    from alf_async.devices import op_threads
-    from alf_async.errors import ThreadError
-    from alf_async.remote.actor_process import ActorProcess, LearnerGone, StoppedBeforeStart
-    from alf_async.signals import SignalStop
+from alf_async import config
+from alf_async.training.gc_policy import exits_fast, imports_uncollected
 
 flags.DEFINE_string("server", None, "HOST:PORT of the learner's Reverb server.")
 flags.DEFINE_integer("task", None, "This actor process's index, 0 ... max_actors - 1.")
@@ -34,8 +27,32 @@ flags.mark_flags_as_required(["server", "task"])
 FLAGS = flags.FLAGS
 
 
+def warm_up() -> float:
+    """Imports TensorFlow, Reverb and the learner's configurables (`train` among
+    them: its gin files bind them); returns the seconds it took."""
+    start = time.perf_counter()
+    with imports_uncollected():  # alf_async.training.gc_policy
+        # pylint: disable=import-outside-toplevel,unused-import
+        from alf_async.remote import actor_process  # noqa: F401
+        from alf_async.training import run  # noqa: F401
+    return time.perf_counter() - start
+
+
+def _check_flags() -> None:
+    """Raises ValueError naming a bad flag; runs before any heavy import."""
+    config.check_gin_files(FLAGS.gin_file, required=True)
+    if FLAGS.task < 0:
+        raise ValueError(f"--task must be an integer >= 0, got {FLAGS.task}")
+
+
 def main(argv) -> None:
     del argv
+    config.exit_on_bad_flags(_check_flags)
+    warm_up()
+    # pylint: disable=import-outside-toplevel
+    from alf_async.remote.actor_process import StoppedBeforeStart
+    from alf_async.training.signals import SignalStop
+
     interrupt = SignalStop()  # installed first: a signal while building stops cleanly too
     stopped = lambda: interrupt.signum is not None
     with interrupt:
@@ -47,22 +64,31 @@ def main(argv) -> None:
         _run(actor, stopped)
 
 
-def _build_actor(should_stop) -> ActorProcess:
+def _build_actor(should_stop):
     """The ActorProcess the flags describe; exit status 2 for a bad setting or no learner."""
+    # pylint: disable=import-outside-toplevel
+    from alf_async.algorithms import PPOAlgorithm
+    from alf_async.learning.devices import op_threads
+    from alf_async.remote.actor_process import ActorProcess, LearnerGone
+
     try:
-        parse_config(FLAGS.gin_file, FLAGS.gin_param)
+        config.parse_config(FLAGS.gin_file, FLAGS.gin_param)
         op_threads()  # before the actor's first op, as in the learner
         return ActorProcess(FLAGS.server, FLAGS.task,
-                            configured("alf_async.train.algorithm_class", PPOAlgorithm),
-                            seed=configured("alf_async.train.seed", None),
+                            config.configured("alf_async.train.algorithm_class", PPOAlgorithm),
+                            seed=config.configured("alf_async.train.seed", None),
                             should_stop=should_stop)
     except (ValueError, LearnerGone, ImportError) as error:
         logging.error("Actor task %d: %s", FLAGS.task, error)
         sys.exit(2)
 
 
-def _run(actor: ActorProcess, should_stop) -> None:
+def _run(actor, should_stop) -> None:
     """Sends unrolls until `should_stop()` or the learner is gone; exits 1 or 2 on failure."""
+    # pylint: disable=import-outside-toplevel
+    from alf_async.errors import ThreadError
+    from alf_async.remote.actor_process import LearnerGone
+
     try:
         sent = actor.run(should_stop)
         logging.info("Actor task %d stopped by a signal after %d unrolls", FLAGS.task, sent)
@@ -78,9 +104,9 @@ def _run(actor: ActorProcess, should_stop) -> None:
 
 
 def run() -> None:
-    """Runs the actor the command line describes (also a promoted `alf_async.spare`'s entry)."""
+    """Runs the actor the command line describes (also a promoted `alf_async.supervision.spare`'s entry)."""
     with exits_fast():
-        app.run(main)
+        config.run_command(main)
 
 
 if __name__ == "__main__":

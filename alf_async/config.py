@@ -1,24 +1,78 @@
 """What every command checks first: its gin files and bindings, and its run directory.
 
-Light on purpose (gin only): the actor process and the tools read their
+Light on purpose (gin and absl only): the actor process and the tools read their
 configuration through it without importing the trainer.
 """
 
+import difflib
 import logging as std_logging
 import os
+import sys
 import tempfile
-from typing import Sequence
+from typing import Callable, List, Sequence
 
 import gin
+from absl import app, logging
 
 from alf_async import quiet
 
 
-def check_gin_files(gin_files: Sequence[str]) -> None:
-    """Raises ValueError naming the first of `gin_files` that is not a file."""
+CONFIG_DIR = "gin_configs"
+# absl's help flags; absl exits 1 after printing the help.
+HELP_FLAGS = ("-?", "--help", "--helpshort", "--helpfull", "--helpxml")
+
+
+def exit_on_bad_flags(check: Callable[[], None]) -> None:
+    """Runs `check()`; a ValueError it raises ends the command: one line, exit 2."""
+    try:
+        check()
+    except ValueError as error:
+        logging.error("Bad setting: %s", error)
+        sys.exit(2)
+
+
+def run_command(main: Callable) -> None:
+    """`absl.app.run(main)`, except that asking for help exits 0."""
+    try:
+        app.run(main)
+    except SystemExit as exit_:
+        if exit_.code == 1 and any(arg in HELP_FLAGS for arg in sys.argv[1:]):
+            sys.exit(0)
+        raise
+
+
+def shipped_configs() -> List[str]:
+    """The shipped gin files: `gin_configs/*.gin` of the working directory, else of
+    the source checkout this package runs from; [] where neither exists."""
+    source = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), CONFIG_DIR)
+    for folder in (CONFIG_DIR, source):
+        if os.path.isdir(folder):
+            return sorted(os.path.join(folder, name) for name in os.listdir(folder)
+                          if name.endswith(".gin"))
+    return []
+
+
+def _did_you_mean(path: str) -> str:
+    """"; did you mean X?" for the gin file whose name is nearest to the missing
+    `path`'s, beside it or shipped; "" where none is near."""
+    folder = os.path.dirname(path)
+    near = ([os.path.join(folder, name) for name in os.listdir(folder or ".")
+             if name.endswith(".gin")] if os.path.isdir(folder or ".") else [])
+    by_name = {os.path.basename(p): p for p in shipped_configs() + near}
+    close = difflib.get_close_matches(os.path.basename(path), list(by_name), n=1, cutoff=0.8)
+    return f"; did you mean {by_name[close[0]]}?" if close else ""
+
+
+def check_gin_files(gin_files: Sequence[str], required: bool = False) -> None:
+    """Raises ValueError naming the first of `gin_files` that is not a file (with the
+    nearest gin file's name), or, if `required`, that there is none."""
+    if required and not gin_files:
+        names = ", ".join(os.path.basename(path) for path in shipped_configs())
+        raise ValueError(f"--gin_file is required: a config from {CONFIG_DIR}/"
+                         + (f" ({names})" if names else ""))
     for path in gin_files:
         if not os.path.isfile(path):
-            raise ValueError(f"--gin_file={path} does not exist")
+            raise ValueError(f"--gin_file={path} does not exist{_did_you_mean(path)}")
 
 
 def parse_config(gin_files: Sequence[str], bindings: Sequence[str]) -> None:

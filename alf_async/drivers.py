@@ -13,7 +13,7 @@ from alf_async.batches.contract import check_batch_source
 from alf_async.collection import Collector, LocalCollection, RemoteCollection
 from alf_async.collection.contract import check_collection
 from alf_async.experience import LearnBatch, zeros_learn_batch
-from alf_async.pacing import FreeRunning, Lockstep
+from alf_async.collection.pacing import FreeRunning, Lockstep
 
 
 def check_sizes(num_envs: int, num_actor_queues: int, unroll_length: int,

@@ -53,6 +53,18 @@ def stop_with_error(coord: tf.train.Coordinator, close_queues: Callable[[], None
     close_queues()
 
 
+@contextlib.contextmanager
+def fires_after(seconds: float, fire: Callable, *args):
+    """Calls `fire(*args)` from a timer thread if the block lasts `seconds`."""
+    timer = threading.Timer(seconds, fire, args=args)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+
+
 class StarvationWatchdog:
     """Fails a wait for a learn batch that takes longer than `timeout` seconds.
 
@@ -73,16 +85,9 @@ class StarvationWatchdog:
         self._fail = fail
         self._diagnose = diagnose
 
-    @contextlib.contextmanager
     def guard(self):
         """Fails the driver with `LearnerStarvedError` if the block takes too long."""
-        timer = threading.Timer(self._timeout, self._starved)
-        timer.daemon = True
-        timer.start()
-        try:
-            yield
-        finally:
-            timer.cancel()
+        return fires_after(self._timeout, self._starved)
 
     def _starved(self) -> None:
         self._fail(LearnerStarvedError(f"No learn batch within learner_queue_timeout="

@@ -25,16 +25,18 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from absl import app, flags, logging  # pylint: disable=wrong-import-position
 
-from alf_async.config import check_gin_files  # pylint: disable=wrong-import-position
+from alf_async import config  # pylint: disable=wrong-import-position
 
 flags.DEFINE_multi_string("gin_file", [], "run: gin config file(s) every seed trains with.")
 flags.DEFINE_multi_string("gin_param", [], "run: gin bindings every seed shares.")
 flags.DEFINE_multi_string("grid", [], "run: 'BINDING=[V1, V2, ...]': one cell per value; "
                           "several grids make their cartesian product.")
 flags.DEFINE_enum("runner", "train", ["train", "chaos"], "run: what trains each seed: "
-                  "alf_async.train, or alf_async.chaos (the supervised launch with faults "
+                  "alf_async.train, or alf_async.supervision.chaos (the supervised launch with faults "
                   "injected; its flags as --gin_param or --grid bindings that start with "
                   "'--', e.g. --grid='--faults=[none, all]').")
+flags.DEFINE_bool("new_cell", False, "run: where --out already holds a cell made with other "
+                  "settings, put this one beside it (<cell>-2) instead of refusing.")
 flags.DEFINE_string("seeds", "1-3", "run: seeds, a range or a list ('1-5', '1,3,7').")
 flags.DEFINE_integer("parallel", 1, "run: training processes at once.")
 flags.DEFINE_integer("tf_threads", 0, "run: each process's --tf_threads (0: its share of the "
@@ -61,17 +63,15 @@ def run_command() -> int:
     from alf_async.experiments import cells, launcher  # pylint: disable=import-outside-toplevel
     if not FLAGS.out:
         _fail("Bad setting: run needs --out=DIR (the experiment directory)")
-    if not FLAGS.gin_file:
-        _fail("Bad setting: run needs --gin_file")
     try:
-        check_gin_files(FLAGS.gin_file)
+        config.check_gin_files(FLAGS.gin_file, required=True)
         seeds = cells.parse_seeds(FLAGS.seeds)
         experiment = cells.make_cells([os.path.abspath(f) for f in FLAGS.gin_file],
                                       FLAGS.gin_param, FLAGS.grid, FLAGS.target,
                                       FLAGS.runner)
-        runs = launcher.seed_runs(experiment, seeds, os.path.abspath(FLAGS.out))
-        with open(os.path.join(FLAGS.out, COMMAND_FILE), "w") as f:
-            f.write(shlex.join(["python", "-m", "alf_async.experiment", *sys.argv[1:]]) + "\n")
+        runs = launcher.seed_runs(experiment, seeds, os.path.abspath(FLAGS.out),
+                                  FLAGS.new_cell)
+        _record_command(FLAGS.out)
         seed_launcher = launcher.Launcher(runs, FLAGS.parallel, FLAGS.tf_threads or None)
     except ValueError as error:
         _fail(f"Bad setting: {error}")
@@ -81,6 +81,16 @@ def run_command() -> int:
     for name, line in seed_launcher.failed.items():
         logging.error("%s failed: %s", name, line)
     return 1 if seed_launcher.failed else 0
+
+
+def _record_command(out: str) -> None:
+    """Adds this command line to `out/command.txt`, unless it is there already."""
+    from alf_async.training import files  # pylint: disable=import-outside-toplevel
+    line = shlex.join(["python", "-m", "alf_async.experiment", *sys.argv[1:]])
+    path = os.path.join(out, COMMAND_FILE)
+    lines = open(path).read().splitlines() if os.path.exists(path) else []
+    if line not in lines:
+        files.write_text(path, "\n".join(lines + [line]) + "\n")
 
 
 def report_command(dirs) -> int:
@@ -108,15 +118,15 @@ def report_command(dirs) -> int:
 def _publish(summary: dict, experiment_dirs: Sequence[str], path: str) -> None:
     """Writes `summary` with its config and the commands that made its experiments
     (one line each) to `path` (the docs' results)."""
-    files = [os.path.join(d, COMMAND_FILE) for d in experiment_dirs]
-    command = "\n".join(open(f).read().strip() for f in files if os.path.exists(f)) or None
+    from alf_async.training import files  # pylint: disable=import-outside-toplevel
+    commands = [os.path.join(d, COMMAND_FILE) for d in experiment_dirs]
+    command = "\n".join(open(f).read().strip() for f in commands if os.path.exists(f)) or None
     cells = [c for e in summary["experiments"] for c in e["cells"]]
     for cell in cells:
         cell["gin_files"] = [os.path.relpath(f) for f in cell["gin_files"]]
-    config = os.path.basename(cells[0]["gin_files"][-1]) if cells[0]["gin_files"] else None
-    with open(path, "w") as f:
-        json.dump(dict(config=config, source="alf_async.experiment", command=command,
-                       **summary), f, indent=1)
+    name = os.path.basename(cells[0]["gin_files"][-1]) if cells[0]["gin_files"] else None
+    files.write_text(path, json.dumps(dict(config=name, source="alf_async.experiment",
+                                           command=command, **summary), indent=1))
     print(f"published {path}")
 
 
@@ -145,4 +155,4 @@ def main(argv) -> None:
 
 
 if __name__ == "__main__":
-    app.run(main)
+    config.run_command(main)

@@ -10,7 +10,7 @@ connects to it. A process that exits abnormally is restarted with backoff
 within `--max_restarts` per `--restart_window_secs`; a restarted learner
 resumes from its latest checkpoint and the actors, which wait for it as long
 as the launch runs, rejoin it. With `--warm_spares` each process has a
-spare beside it that imports everything and waits (`alf_async.spare`; the
+spare beside it that imports everything and waits (`alf_async.supervision.spare`; the
 learner's also builds and runs its update once, at normal priority, the
 actors' at idle priority); its next restart is that spare's promotion,
 seconds sooner than a cold start. Ctrl-C or SIGTERM stops everything within 5 s, the
@@ -28,10 +28,10 @@ from typing import List, Optional, Sequence
 
 from absl import app, flags, logging
 
-from alf_async.config import check_gin_files, check_writable
-from alf_async.signals import SignalStop
-from alf_async.spare import NORMAL_PRIORITY, can_wait_idle
-from alf_async.supervisor import ChildSpec, RestartPolicy, Supervisor
+from alf_async import config
+from alf_async.training.signals import SignalStop
+from alf_async.supervision.spare import NORMAL_PRIORITY, can_wait_idle
+from alf_async.supervision.supervisor import ChildSpec, RestartPolicy, Supervisor
 
 flags.DEFINE_string("root_dir", None, "The learner's run directory (as for alf_async.train).")
 flags.DEFINE_multi_string("gin_file", [], "Gin config file(s), for the learner and the actors.")
@@ -67,10 +67,10 @@ def _gin_args(gin_files: Sequence[str], gin_params: Sequence[str]) -> List[str]:
 
 def _module_spec(name: str, module: str, args: List[str], spare: Optional[str],
                  **kwargs) -> ChildSpec:
-    """`python -m module args`, with its `alf_async.spare` command at `spare` priority
+    """`python -m module args`, with its `alf_async.supervision.spare` command at `spare` priority
     ('idle' or 'normal'; None: no spare)."""
     options = [NORMAL_PRIORITY] if spare == "normal" else []
-    spare_argv = ([sys.executable, "-m", "alf_async.spare", *options, module, *args]
+    spare_argv = ([sys.executable, "-m", "alf_async.supervision.spare", *options, module, *args]
                   if spare else None)
     return ChildSpec(name, [sys.executable, "-m", module, *args], spare_argv=spare_argv,
                      **kwargs)
@@ -108,7 +108,7 @@ def _check_flags() -> RestartPolicy:
             raise ValueError(f"--actors must be >= 1, got {FLAGS.actors}")
         if not 0 <= FLAGS.port < 65536:
             raise ValueError(f"--port must be in [0, 65535], got {FLAGS.port}")
-        check_gin_files(FLAGS.gin_file)
+        config.check_gin_files(FLAGS.gin_file, required=True)
         return RestartPolicy(max_restarts=FLAGS.max_restarts,
                              window_secs=FLAGS.restart_window_secs)
     except ValueError as error:
@@ -120,7 +120,7 @@ def main(argv) -> None:
     del argv
     policy = _check_flags()
     try:
-        root_dir = check_writable(FLAGS.root_dir)
+        root_dir = config.check_writable(FLAGS.root_dir)
     except ValueError as error:
         logging.error("Bad setting: %s", error)
         sys.exit(2)
@@ -140,4 +140,4 @@ def main(argv) -> None:
 
 
 if __name__ == "__main__":
-    app.run(main)
+    config.run_command(main)

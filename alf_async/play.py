@@ -4,22 +4,17 @@
 
 Loads the policy exported at the end of training (`root_dir/policy`), makes
 the env of the run's operative gin config and prints the mean return. With
-`--gif=episode.gif` it also records one episode of a gymnasium env of the
+`--gif=runs/ppo/episode.gif` it also records one episode of a gymnasium env of the
 same name (rendered as `rgb_array`; Atari as the full screen).
 """
 
 import os
+import sys
 
-import gin
-import numpy as np
-import tensorflow as tf
-from absl import app, flags, logging
-from tf_agents.trajectories import time_step as ts
+from absl import flags, logging
 
-from alf_async import trainer  # noqa: F401  (registers the configurables)
-from alf_async.environments import create_environment
-from alf_async.environments.subenvs import make_gymnasium_env, observation_dtype
-from alf_async.evaluation import greedy_actions, run_episodes
+from alf_async import config
+from alf_async.training import files
 
 flags.DEFINE_string("root_dir", None, "A training run's root_dir.")
 flags.DEFINE_integer("num_episodes", 10, "Greedy episodes to play (in parallel).")
@@ -32,14 +27,39 @@ FLAGS = flags.FLAGS
 _GYM_TWINS = {"CartPoleNoVelocity-v1": ("CartPole-v1", [0, 2])}
 
 
+def _policy_dir() -> str:
+    """The run's complete exported policy; exits 2 in one line where it has none."""
+    path = files.readable_directory(os.path.join(FLAGS.root_dir, files.POLICY_DIR))
+    if path is None or not files.complete_saved_model(path):
+        logging.error("No complete exported policy in %s: a run exports it when it ends",
+                      os.path.join(FLAGS.root_dir, files.POLICY_DIR))
+        sys.exit(2)
+    if not os.path.isfile(os.path.join(FLAGS.root_dir, "operative_config.gin")):
+        logging.error("No operative_config.gin in %s: not a training run's root_dir",
+                      FLAGS.root_dir)
+        sys.exit(2)
+    return path
+
+
 def main(argv) -> None:
     del argv
-    policy_dir = os.path.join(FLAGS.root_dir, "policy")
-    if not os.path.isdir(policy_dir):
-        raise app.UsageError(f"No exported policy in {policy_dir}: train first")
+    policy_dir = _policy_dir()
+    # pylint: disable=import-outside-toplevel
+    import gin
+    import tensorflow as tf
+
+    from alf_async.environments import create_environment
+    from alf_async.training import run  # noqa: F401  registers the gin configurables
+    from alf_async.training.evaluation import greedy_actions, run_episodes
+
     gin.parse_config_file(os.path.join(FLAGS.root_dir, "operative_config.gin"),
                           skip_unknown=True)
-    policy = tf.saved_model.load(policy_dir)
+    try:
+        policy = tf.saved_model.load(policy_dir)
+    except (OSError, ValueError, tf.errors.OpError) as error:
+        logging.error("Cannot load the policy in %s: %s", policy_dir,
+                      str(error).strip().splitlines()[0])
+        sys.exit(2)
     env = create_environment(num_parallel_environments=FLAGS.num_episodes, num_workers=0,
                              seed=FLAGS.seed)
     mean_return, mean_length = run_episodes(greedy_actions(policy, FLAGS.num_episodes), env,
@@ -61,6 +81,13 @@ def record_episode(policy, env_name: str, seed=None, max_steps: int = 10_000):
     Atari ids are preprocessed as in training; the frames are the full-size
     screen. Small screens (MinAtar's 10x10) are scaled up.
     """
+    # pylint: disable=import-outside-toplevel
+    import numpy as np
+    from tf_agents.trajectories import time_step as ts
+
+    from alf_async.environments.subenvs import make_gymnasium_env, observation_dtype
+    from alf_async.training.evaluation import greedy_actions
+
     gym_name, observed = _GYM_TWINS.get(env_name, (env_name, slice(None)))
     env = make_gymnasium_env(gym_name, render_mode="rgb_array")
     dtype = observation_dtype(env.observation_space)
@@ -79,9 +106,11 @@ def record_episode(policy, env_name: str, seed=None, max_steps: int = 10_000):
     return frames
 
 
-def _image(frame: np.ndarray, min_size: int = 160):
+def _image(frame, min_size: int = 160):
     """An `[H, W, 3]` rgb frame (uint8, or float in [0, 1]) as a PIL image >= `min_size` high."""
-    from PIL import Image  # pylint: disable=import-outside-toplevel
+    # pylint: disable=import-outside-toplevel
+    import numpy as np
+    from PIL import Image
 
     if np.issubdtype(frame.dtype, np.floating):
         frame = (np.clip(frame, 0.0, 1.0) * 255).astype(np.uint8)
@@ -91,4 +120,4 @@ def _image(frame: np.ndarray, min_size: int = 160):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    config.run_command(main)

@@ -1,28 +1,27 @@
-"""Command line entry point.
+"""Trains an agent as its gin config says, in this process (or as the learner of
+actor processes with --serve_port), with checkpoints and TensorBoard summaries in
+--root_dir; re-running with the same --root_dir resumes.
 
     python -m alf_async.train --gin_file=gin_configs/ppo_async.gin --root_dir=runs/ppo \\
         --gin_param='AsyncOffPolicyDriver.learn_queue_cap=4'
+
+The flags and the files they name are checked before TensorFlow is imported:
+a bad one ends the command in one line with exit status 2.
 """
 
+import os
+import shutil
 import sys
 import time
 
-from alf_async.gc_policy import exits_fast, imports_uncollected
+from absl import app, flags, logging
 
-_IMPORTS_START = time.perf_counter()
-
-with imports_uncollected():  # ~0.8 s of collections otherwise (alf_async.gc_policy)
-    import tensorflow as tf
-    from absl import app, flags, logging
-
-    from alf_async import config, trainer
-    from alf_async.checkpoints import CheckpointWriteError
-    from alf_async.errors import ThreadError
-
-_IMPORTS_SECONDS = time.perf_counter() - _IMPORTS_START
+from alf_async import config
+from alf_async.training.gc_policy import exits_fast, imports_uncollected
 
 flags.DEFINE_string("root_dir", None, "Directory for summaries, checkpoints and config.")
-flags.DEFINE_multi_string("gin_file", [], "Gin config file(s), applied in order.")
+flags.DEFINE_multi_string("gin_file", [], "Gin config file(s), applied in order "
+                          "(one of gin_configs/*.gin first).")
 flags.DEFINE_multi_string("gin_param", [], "Gin bindings, e.g. 'train.seed=1', applied last.")
 flags.DEFINE_integer("serve_port", None, "Collect with actor processes (python -m "
                      "alf_async.actor) through a Reverb server on this port (0: any free "
@@ -33,9 +32,18 @@ flags.DEFINE_integer("tf_threads", 0, "Threads in each of TensorFlow's two op po
 flags.mark_flag_as_required("root_dir")
 FLAGS = flags.FLAGS
 
-# In a warm spare (`alf_async.spare`), `run()` builds and warms the learner up
+# In a warm spare (`alf_async.supervision.spare`), `run()` builds and warms the learner up
 # ahead of the promotion, and waits for it before it touches the run's state.
 RUNS_AHEAD = True
+
+
+def warm_up() -> float:
+    """Imports TensorFlow and the trainer (seconds, with the collector off:
+    `alf_async.training.gc_policy`); returns the seconds it took."""
+    start = time.perf_counter()
+    with imports_uncollected():
+        from alf_async.training import run as _  # noqa: F401  pylint: disable=import-outside-toplevel
+    return time.perf_counter() - start
 
 
 def _first_line(error: BaseException) -> str:
@@ -43,11 +51,17 @@ def _first_line(error: BaseException) -> str:
     return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
 
 
+def _check_flags() -> None:
+    """Raises ValueError naming a bad flag; runs before any heavy import."""
+    config.check_gin_files(FLAGS.gin_file, required=True)
+    if FLAGS.tf_threads < 0:
+        raise ValueError(f"--tf_threads must be >= 0, got {FLAGS.tf_threads}")
+
+
 def _set_tf_threads(threads: int) -> None:
     """Sizes TensorFlow's op thread pools; must run before TensorFlow executes anything."""
-    if threads < 0:
-        logging.error("Bad setting: --tf_threads must be >= 0, got %d", threads)
-        sys.exit(2)
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
     if threads:
         tf.config.threading.set_intra_op_parallelism_threads(threads)
         tf.config.threading.set_inter_op_parallelism_threads(threads)
@@ -58,18 +72,33 @@ def _set_tf_threads(threads: int) -> None:
 
 def main(argv) -> None:
     del argv
-    logging.info("Imports: %.2f s", _IMPORTS_SECONDS)
+    config.exit_on_bad_flags(_check_flags)
+    logging.info("Imports: %.2f s", warm_up())
     _set_tf_threads(FLAGS.tf_threads)
     try:
         config.parse_config(FLAGS.gin_file, FLAGS.gin_param)
     except Exception as error:  # pylint: disable=broad-except
         logging.error("Bad gin configuration: %s", _first_line(error))
         sys.exit(2)
+    _train()
+
+
+def _train() -> None:
+    """Runs `train()`; exits 2 for a bad setting, 1 for a failure, 128 + N on signal N."""
+    # pylint: disable=import-outside-toplevel
+    from alf_async.errors import MissingExtraError, ThreadError
+    from alf_async.training import run as run_lib
+    from alf_async.training.checkpoints import CheckpointWriteError
+
+    made_root_dir = not os.path.exists(FLAGS.root_dir)
     try:
         remote = {} if FLAGS.serve_port is None else dict(serve_port=FLAGS.serve_port)
-        trainer.train(FLAGS.root_dir, **remote)
+        run_lib.train(FLAGS.root_dir, **remote)
     except ValueError as error:
-        logging.error("Bad setting: %s", _first_line(error))
+        kind = "Missing package" if isinstance(error, MissingExtraError) else "Bad setting"
+        logging.error("%s: %s", kind, _first_line(error))
+        if made_root_dir:
+            _remove_unstarted(FLAGS.root_dir)
         sys.exit(2)
     except ThreadError as error:
         logging.error("%s", _first_line(error), exc_info=error.__cause__)
@@ -77,15 +106,23 @@ def main(argv) -> None:
     except CheckpointWriteError as error:
         logging.error("%s", _first_line(error))
         sys.exit(1)
-    except trainer.TrainingInterrupted as interrupted:
+    except run_lib.TrainingInterrupted as interrupted:
         logging.warning("%s", _first_line(interrupted))
         sys.exit(128 + interrupted.signum)
 
 
+def _remove_unstarted(root_dir: str) -> None:
+    """Removes the root_dir this command made for a run that ended before its first
+    checkpoint (a bad env id, a missing package), so that no empty run is left."""
+    checkpoints = os.path.join(root_dir, "checkpoints")
+    if not (os.path.isdir(checkpoints) and os.listdir(checkpoints)):
+        shutil.rmtree(root_dir, ignore_errors=True)
+
+
 def run() -> None:
-    """Trains as the command line says (also a promoted `alf_async.spare`'s entry)."""
+    """Trains as the command line says (also a promoted `alf_async.supervision.spare`'s entry)."""
     with exits_fast():
-        app.run(main)
+        config.run_command(main)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from absl import app, flags, logging  # pylint: disable=wrong-import-position
 
-from alf_async.config import check_gin_files  # pylint: disable=wrong-import-position
+from alf_async import config  # pylint: disable=wrong-import-position
 
 flags.DEFINE_multi_string("gin_file", [], "Gin config file(s) every trial trains with.")
 flags.DEFINE_multi_string("gin_param", [], "Gin bindings every trial shares.")
@@ -70,7 +70,7 @@ def _check_flags() -> None:
     if not FLAGS.gin_file or not FLAGS.space or not FLAGS.storage:
         _fail("Bad setting: tune needs --gin_file, --space and --storage")
     try:
-        check_gin_files(FLAGS.gin_file)
+        config.check_gin_files(FLAGS.gin_file, required=True)
     except ValueError as error:
         _fail(f"Bad setting: {error}")
     if FLAGS.objective.endswith("_to_target") and FLAGS.target is None:
@@ -108,4 +108,4 @@ def main(argv) -> None:
 
 
 if __name__ == "__main__":
-    app.run(main)
+    config.run_command(main)

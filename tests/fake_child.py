@@ -6,8 +6,8 @@ Appends `start <pid>` to the file LEDGER when it starts, then:
 - `stubborn`: ignores SIGTERM and waits (only SIGKILL ends it);
 - `parent`: starts a `serve` grandchild (appending `child <pid>`) and waits.
 
-`run()` is the same with `sys.argv`: the entry an `alf_async.spare` calls
-(`python -m alf_async.spare fake_child LEDGER MODE`, with tests/ on the path).
+`run()` is the same with `sys.argv`: the entry an `alf_async.supervision.spare` calls
+(`python -m alf_async.supervision.spare fake_child LEDGER MODE`, with tests/ on the path).
 """
 
 import os

@@ -12,7 +12,7 @@ from tf_agents.trajectories import time_step as ts
 
 from alf_async.drivers import AsyncOffPolicyDriver
 from alf_async.environments import CartPoleBatchedEnv
-from alf_async.threads import live_driver_threads
+from alf_async.collection.driver_thread import live_driver_threads
 
 EPISODE_LENGTH = 5
 

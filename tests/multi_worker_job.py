@@ -17,7 +17,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from alf_async.devices import create_strategy, worker_index  # noqa: E402
+from alf_async.learning.devices import create_strategy, worker_index  # noqa: E402
 from test_learner import EQUIVALENCE, _batch, _learner, set_weights  # noqa: E402
 
 

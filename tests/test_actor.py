@@ -16,8 +16,10 @@ import pytest
 
 pytest.importorskip("reverb")
 
-from alf_async import assembly, config  # noqa: E402
-import alf_async.trainer  # noqa: E402,F401  registers gin's `train`, which the gin files bind
+from alf_async import config  # noqa: E402
+
+from alf_async.training import assembly
+import alf_async.training.run  # noqa: E402,F401  registers gin's `train`, which the gin files bind
 from alf_async.errors import LearnerStarvedError  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

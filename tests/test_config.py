@@ -3,7 +3,9 @@ import os
 import gin
 import pytest
 
-from alf_async import config, trainer  # noqa: F401  (the configurables the files bind)
+from alf_async import config  # noqa: F401  (the configurables the files bind)
+
+from alf_async.training import run as run_lib
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -32,6 +34,20 @@ def test_a_missing_gin_file_is_named_before_gin_reads_anything(tmp_path):
     present = tmp_path / "a.gin"
     present.write_text("train.seed = 3\n")
     missing = str(tmp_path / "ppo_asyn.gin")
-    with pytest.raises(ValueError, match=f"^--gin_file={missing} does not exist$"):
+    with pytest.raises(ValueError, match=f"^--gin_file={missing} does not exist; "
+                       "did you mean .*gin_configs/ppo_async.gin\\?$"):
         config.parse_config([str(present), missing], [])
     gin.clear_config()
+
+
+def test_no_gin_file_is_refused_with_the_shipped_configs_listed():
+    with pytest.raises(ValueError) as error:
+        config.check_gin_files([], required=True)
+    assert str(error.value).startswith("--gin_file is required: a config from gin_configs/ (")
+    assert "ppo_async.gin" in str(error.value) and "dqn_cartpole.gin" in str(error.value)
+    config.check_gin_files([], required=False)  # a tool that runs on defaults may
+
+
+def test_a_far_off_name_gets_no_suggestion(tmp_path):
+    with pytest.raises(ValueError, match=r"does not exist$"):
+        config.check_gin_files([str(tmp_path / "zzz.gin")])

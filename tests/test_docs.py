@@ -25,7 +25,7 @@ def test_strict_site_build(tmp_path):
     assert "Warning" not in output, output  # the pinned plugins agree with each other
     api = (tmp_path / "site" / "api" / "index.html").read_text()
     assert "AsyncOffPolicyDriver" in api and "get_training_exps" in api
-    for name in ("training_loop", "checkpoints", "evaluation", "batches.replay_buffer",
+    for name in ("training.loop", "training.checkpoints", "training.evaluation", "batches.replay_buffer",
                  "batches.prioritized", "remote.service"):
         assert f"alf_async.{name}" in api, name
     results = (tmp_path / "site" / "results" / "index.html").read_text()
@@ -56,3 +56,23 @@ def test_a_changed_summary_makes_the_tables_stale(tmp_path):
     assert sorted(docs_tables.write(str(tmp_path))) == stale
     assert docs_tables.check(str(tmp_path)) == []
     assert "| 9.0k |" in (tmp_path / "README.md").read_text()
+
+
+def _nav_guides():
+    """The guides in the site's navigation (mkdocs.yml), as docs/-relative paths."""
+    with open(os.path.join(ROOT, "mkdocs.yml")) as f:
+        nav = f.read().split("\nnav:\n", 1)[1].split("\n\n", 1)[0]
+    guides = re.findall(r"^  - [^:]+: ([\w-]+\.md)$", nav, re.M)
+    return [g for g in guides if g not in ("index.md", "api.md")]
+
+
+def test_every_guide_in_the_site_is_listed_in_the_readme_and_the_home_page():
+    with open(os.path.join(ROOT, "README.md")) as f:
+        readme = f.read().split("## Guides", 1)[1]
+    with open(os.path.join(ROOT, "docs", "index.md")) as f:
+        home = f.read()
+    guides = _nav_guides()
+    assert "reliability.md" in guides and len(guides) >= 10
+    for guide in guides:
+        assert f"(docs/{guide})" in readme, guide
+        assert f"({guide})" in home, guide

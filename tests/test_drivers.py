@@ -11,7 +11,7 @@ from tf_agents.trajectories import time_step as ts
 
 from alf_async.drivers import AsyncOffPolicyDriver
 from alf_async.errors import LearnerStarvedError, ThreadError
-from alf_async.threads import live_driver_threads
+from alf_async.collection.driver_thread import live_driver_threads
 from fakes import EPISODE_LENGTH, CountingEnv, CountingPolicy, learning_driver, timed_stop
 
 B = 3

@@ -47,4 +47,5 @@ def test_a_config_without_its_extra_is_one_line_and_exit_2(tmp_path, config, blo
     assert result.returncode == 2, result.stderr[-3000:]
     assert "Traceback" not in result.stderr and "gymnasium[" not in result.stderr
     errors = [l for l in result.stderr.splitlines() if l.startswith("E")]
-    assert len(errors) == 1 and errors[0].endswith(f"Bad setting: {line}"), errors
+    assert len(errors) == 1 and errors[0].endswith(f"Missing package: {line}"), errors
+    assert not (tmp_path / "run").exists()  # the run made it and never started: removed

@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from alf_async.spare import NORMAL_PRIORITY, can_wait_idle, waiting
+from alf_async.supervision.spare import NORMAL_PRIORITY, can_wait_idle, waiting
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GIN = "gin_configs/ppo_remote.gin"
@@ -76,7 +76,8 @@ def _kill(proc, sessions):
 @pytest.mark.parametrize("flags, line", [
     (["--actors=0"], "Bad setting: --actors must be >= 1, got 0"),
     (["--gin_file=gin_configs/ppo_remot.gin"],
-     "Bad setting: --gin_file=gin_configs/ppo_remot.gin does not exist"),
+     "Bad setting: --gin_file=gin_configs/ppo_remot.gin does not exist; did you mean "
+     "gin_configs/ppo_remote.gin?"),
     (["--max_restarts=-1"], "Bad setting: --max_restarts must be >= 0, got -1"),
     (["--port=70000"], "Bad setting: --port must be in [0, 65535], got 70000")])
 def test_bad_flags_exit_2_with_one_line_naming_the_flag(tmp_path, flags, line):
@@ -170,8 +171,8 @@ def test_the_learners_spare_gets_ready_at_normal_priority_and_the_actors_at_idle
                          text=True, timeout=120)
     (warm, bare) = json.loads(out.stdout.strip().splitlines()[-1])
     (learner_argv, learner_spare), *actors = warm
-    assert learner_spare[2:5] == ["alf_async.spare", NORMAL_PRIORITY, "alf_async.train"]
+    assert learner_spare[2:5] == ["alf_async.supervision.spare", NORMAL_PRIORITY, "alf_async.train"]
     assert learner_spare[5:] == learner_argv[3:]
     for _, actor_spare in actors:
-        assert actor_spare[2:4] == ["alf_async.spare", "alf_async.actor"]
+        assert actor_spare[2:4] == ["alf_async.supervision.spare", "alf_async.actor"]
     assert [spare for _, spare in bare] == [None, None]

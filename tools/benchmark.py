@@ -41,7 +41,7 @@ import json
 import os
 
 # First: importing alf_async keeps TensorFlow's start-up banner off.
-from alf_async.gc_policy import imports_uncollected
+from alf_async.training.gc_policy import imports_uncollected
 
 with imports_uncollected():  # the process as the train command runs it
     import toolkit  # tools/toolkit.py: gin and size flags, rate(), with_driver()

@@ -15,7 +15,7 @@ import time
 from absl import app, flags
 
 import toolkit  # tools/toolkit.py: gin and size flags
-from alf_async import assembly
+from alf_async.training import assembly
 flags.DEFINE_float("minutes", 30.0, "How long to train.")
 flags.DEFINE_float("warmup_minutes", 2.0, "Growth is measured from this point on.")
 flags.DEFINE_float("sample_secs", 30.0, "Seconds between samples.")

@@ -17,8 +17,8 @@ import time
 from absl import app, flags
 
 import toolkit  # tools/toolkit.py: gin and size flags
-from alf_async import assembly
-from alf_async.threads import live_driver_threads
+from alf_async.training import assembly
+from alf_async.collection.driver_thread import live_driver_threads
 flags.DEFINE_integer("cycles", 20, "Start/stop cycles.")
 flags.DEFINE_float("max_run_secs", 1.0, "Longest random run time before a stop.")
 flags.DEFINE_float("stop_bound", 2.0, "Seconds a stop may take.")

@@ -16,7 +16,9 @@ import gin
 from absl import flags
 
 # trainer: the configurables the gin files bind (`train` among them).
-from alf_async import assembly, config, trainer  # noqa: F401  pylint: disable=unused-import
+from alf_async import config  # noqa: F401  pylint: disable=unused-import
+from alf_async.training import assembly
+from alf_async.training import run as run_lib
 from alf_async.algorithms import PPOAlgorithm
 from measure import Tally, alternating_rates, cpu_seconds, rate, rate_and_cpu  # noqa: F401
 

@@ -6,10 +6,12 @@ import gin
 import tensorflow as tf
 from tf_agents.specs import tensor_spec
 
-from alf_async import layout, networks
+from alf_async.algorithms import layout
+
+from alf_async.algorithms import networks
 from alf_async.algorithms import advantages as adv_lib
 from alf_async.algorithms.target_networks import TargetUpdater
-from alf_async.schedules import Schedule, schedule_value
+from alf_async.algorithms.schedules import Schedule, schedule_value
 
 Samples = Dict[str, tf.Tensor]
 

@@ -5,7 +5,7 @@ from typing import Dict, Optional
 import gin
 import tensorflow as tf
 
-from alf_async import layout
+from alf_async.algorithms import layout
 from alf_async.algorithms import vtrace
 from alf_async.algorithms.actor_critic import ActorCriticAlgorithm, Samples
 

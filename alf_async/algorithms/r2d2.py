@@ -5,7 +5,7 @@ from typing import Dict, Sequence
 import gin
 import tensorflow as tf
 
-from alf_async import layout
+from alf_async.algorithms import layout
 from alf_async.algorithms import advantages as adv_lib
 from alf_async.algorithms.dqn import DqnAlgorithm, Samples, huber
 

@@ -7,7 +7,9 @@ import numpy as np
 import tensorflow as tf
 from tf_agents.specs import tensor_spec
 
-from alf_async import layout, networks
+from alf_async.algorithms import layout
+
+from alf_async.algorithms import networks
 from alf_async.algorithms import advantages as adv_lib
 from alf_async.algorithms.target_networks import TargetUpdater
 

@@ -5,7 +5,7 @@ from typing import Callable
 from alf_async.errors import (DriverStopped, LearnerStarvedError, StarvationWatchdog,
                               ThreadError)
 from alf_async.experience import LearnBatch
-from alf_async.driver_thread import DriverThread
+from alf_async.collection.driver_thread import DriverThread
 
 
 class LearnFeed:

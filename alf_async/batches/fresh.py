@@ -7,7 +7,7 @@ import numpy as np
 import tensorflow as tf
 
 from alf_async.experience import LearnBatch
-from alf_async.pacing import FreeRunning
+from alf_async.collection.pacing import FreeRunning
 from alf_async.batches.mixin import UnrollReplay
 
 

@@ -22,7 +22,7 @@ from typing import Optional
 
 import numpy as np
 
-from alf_async.schedules import Schedule, schedule_value
+from alf_async.algorithms.schedules import Schedule, schedule_value
 
 
 def _check_unit(name: str, value, low: float = 0.0, high: Optional[float] = 1.0) -> None:

@@ -14,7 +14,7 @@ from alf_async.batches.priority_updates import PriorityUpdates, PriorityWriterTh
 from alf_async.batches.segments import Segment
 from alf_async.batches.uniform import UniformReplayBatches
 from alf_async.experience import LearnBatch
-from alf_async.schedules import Schedule
+from alf_async.algorithms.schedules import Schedule
 
 
 @gin.configurable(module="alf_async")

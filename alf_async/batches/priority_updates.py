@@ -14,7 +14,7 @@ from typing import Any, Callable, List, Tuple
 import numpy as np
 import tensorflow as tf
 
-from alf_async.driver_thread import DriverThread
+from alf_async.collection.driver_thread import DriverThread
 
 
 class PriorityUpdates:

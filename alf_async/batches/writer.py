@@ -2,7 +2,7 @@
 
 import tensorflow as tf
 
-from alf_async.driver_thread import DriverThread, to_numpy
+from alf_async.collection.driver_thread import DriverThread, to_numpy
 from alf_async.queues import TFQueues
 
 

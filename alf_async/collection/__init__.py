@@ -10,11 +10,17 @@ A collection gives the driver `specs` (request, reply, unroll, log),
 - `RemoteCollection`: actor processes elsewhere, through a `ReverbService`.
 - `Collector`: a collection and the log thread under one coordinator, with
   the learn queue they fill (the actor process uses one alone).
+
+The thread kinds under their public names: `EnvThread`, `ActorThread`,
+`LogThread`, and their base `DriverThread` (`driver_thread.py`).
 """
 
-from alf_async.collection.collector import Collector
+from alf_async.collection.collector import Collector, LogThread
+from alf_async.collection.driver_thread import DriverThread
 from alf_async.collection.local import LocalCollection
 from alf_async.collection.policy_call import PolicyCall
 from alf_async.collection.remote import RemoteCollection
+from alf_async.collection.threads import ActorThread, EnvThread
 
-__all__ = ["Collector", "LocalCollection", "PolicyCall", "RemoteCollection"]
+__all__ = ["ActorThread", "Collector", "DriverThread", "EnvThread", "LocalCollection",
+           "LogThread", "PolicyCall", "RemoteCollection"]

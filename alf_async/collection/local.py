@@ -10,8 +10,8 @@ from tf_agents.specs import tensor_spec
 
 from alf_async.collection.policy_call import PolicyCall
 from alf_async.experience import make_specs
-from alf_async.faults import RestartBudget
-from alf_async.pacing import FreeRunning
+from alf_async.collection.restart_budget import RestartBudget
+from alf_async.collection.pacing import FreeRunning
 from alf_async.collection.threads import ActorThread, EnvThread
 
 

@@ -13,9 +13,9 @@ import numpy as np
 import tensorflow as tf
 from tf_agents.trajectories import time_step as ts
 
-from alf_async.driver_thread import DriverThread
+from alf_async.collection.driver_thread import DriverThread
 from alf_async.experience import ActReply, ActRequest, Experience, LogRecord, Unroll, batched
-from alf_async.faults import RestartBudget
+from alf_async.collection.restart_budget import RestartBudget
 from alf_async.queues import NestFIFOQueue, TFQueues
 
 

@@ -3,7 +3,7 @@
 A *cell* is one setting: the gin files and bindings every seed of it shares,
 and the runner that trains a seed (`train`: `python -m alf_async.train`;
 `chaos`: the same run under the supervised launch with faults injected,
-`python -m alf_async.chaos`). A grid `'alf_async.Learner.learning_rate=[1e-3,
+`python -m alf_async.supervision.chaos`). A grid `'alf_async.Learner.learning_rate=[1e-3,
 3e-4]'` makes one cell per value; several grids make their cartesian product.
 A binding that starts with `--` is a flag of the runner's command instead of
 a gin binding: `--grid='--faults=[none, all]'` makes a fault-free cell and a
@@ -15,9 +15,12 @@ import itertools
 import json
 import os
 import re
-from typing import List, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
-CELL_FILE = "cell.json"  # in every cell directory: its gin files, bindings and target
+from alf_async.experiments import provenance
+from alf_async.training import files
+
+CELL_FILE = "cell.json"  # in every cell directory: what made its seeds (`provenance`)
 
 
 def parse_seeds(text: str) -> List[int]:
@@ -86,6 +89,8 @@ class Cell:
     grid: Tuple[Tuple[str, str], ...]  # (binding, value) of this cell's grid point
     target: object = None  # float or None: the return a seed must reach
     runner: str = "train"  # a key of RUNNERS
+    gin_sha256: Tuple[str, ...] = ()  # the gin files' content, as it was
+    version: Optional[str] = None  # the project's commit, where known
 
     @property
     def gin_bindings(self) -> Tuple[str, ...]:
@@ -96,9 +101,34 @@ class Cell:
         return tuple(b for b in self.bindings if b.startswith("--"))
 
     def save(self, cell_dir: str) -> None:
+        """Records the cell in `cell_dir`, whose seeds it made.
+
+        Raises:
+            ValueError: `cell_dir` already records a cell made otherwise,
+                naming every difference.
+        """
         os.makedirs(cell_dir, exist_ok=True)
-        with open(os.path.join(cell_dir, CELL_FILE), "w") as f:
-            json.dump(dataclasses.asdict(self), f, indent=1)
+        changed = self.differences(cell_dir)
+        if changed:
+            raise ValueError(f"{cell_dir} holds seeds made otherwise: {'; '.join(changed)}. "
+                             f"Use another --out, or --new_cell")
+        files.write_text(os.path.join(cell_dir, CELL_FILE),
+                         json.dumps(dataclasses.asdict(self), indent=1))
+
+    def differences(self, cell_dir: str) -> List[str]:
+        """How the cell recorded in `cell_dir` differs from this one ([] if none is)."""
+        saved = load_cell(cell_dir)
+        return provenance.differences(dataclasses.asdict(saved),
+                                      dataclasses.asdict(self)) if saved else []
+
+    def renamed_to_fit(self, out_dir: str) -> "Cell":
+        """This cell, or a copy named `<name>-2`, `-3`, ... whose directory in
+        `out_dir` is new or holds the same cell (`--new_cell`)."""
+        cell, number = self, 1
+        while cell.differences(os.path.join(out_dir, cell.name)):
+            number += 1
+            cell = dataclasses.replace(self, name=f"{self.name}-{number}")
+        return cell
 
 
 def load_cell(cell_dir: str):
@@ -110,7 +140,8 @@ def load_cell(cell_dir: str):
         data = json.load(f)
     return Cell(data["name"], tuple(data["gin_files"]), tuple(data["bindings"]),
                 tuple(tuple(g) for g in data["grid"]), data.get("target"),
-                data.get("runner", "train"))
+                data.get("runner", "train"), tuple(data.get("gin_sha256", ())),
+                data.get("version"))
 
 
 def _short(binding: str, value: str) -> str:
@@ -140,12 +171,13 @@ def make_cells(gin_files: Sequence[str], bindings: Sequence[str], grids: Sequenc
     if len(set(names)) != len(names):
         raise ValueError(f"--grid names a binding twice: {names}")
     base = os.path.splitext(os.path.basename(gin_files[-1]))[0] if gin_files else "run"
+    digests, version = provenance.gin_digests(gin_files), provenance.project_version()
     cells = []
     for point in itertools.product(*[[(name, v) for v in values] for name, values in parsed]):
         name = ",".join(_short(b, v) for b, v in point) or base
         cells.append(Cell(name, tuple(gin_files),
                           tuple(bindings) + tuple(f"{b}={v}" for b, v in point),
-                          tuple(point), target, runner))
+                          tuple(point), target, runner, digests, version))
     if len({c.name for c in cells}) != len(cells):
         raise ValueError(f"--grid values make cells with the same name: "
                          f"{[c.name for c in cells]}")

@@ -19,6 +19,7 @@ import statistics
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from alf_async.experiments import ledgers, report
+from alf_async.training import files
 
 BEGIN, END = "<!-- results-table: configs -->", "<!-- /results-table -->"
 
@@ -156,8 +157,7 @@ def write(root: str, redraw: Sequence[str] = ()) -> List[str]:
     for path, content in render(root).items():
         old = open(path).read() if os.path.exists(path) else None
         if content != old:
-            with open(path, "w") as f:
-                f.write(content)
+            files.write_text(path, content)
             changed.append(path)
     return changed
 

@@ -1,7 +1,7 @@
 """Runs the seeds of an experiment as ordinary training processes, P at a time.
 
 Each seed is `python -m alf_async.train --root_dir=<cell>/seed_<S> ...` (a
-chaos cell's: `python -m alf_async.chaos ...`): its own checkpoints,
+chaos cell's: `python -m alf_async.supervision.chaos ...`): its own checkpoints,
 TensorBoard events and `train.log`. A seed whose root_dir holds the
 trainer's `result.json` (a chaos run's `ledger.json`) is done and skipped;
 any other resumes from its checkpoint. SIGINT or SIGTERM to the launcher sends SIGTERM to every
@@ -22,7 +22,7 @@ from typing import Callable, Dict, List, Optional
 
 from alf_async.experiments.cells import Cell
 from alf_async.experiments.ledgers import LEDGER_FILE
-from alf_async.signals import SignalStop
+from alf_async.training.signals import SignalStop
 
 RESULT_FILE = "result.json"  # written by the trainer when a run completes
 LOG_FILE = "train.log"
@@ -54,9 +54,9 @@ class SeedRun:
 
 
 def chaos_command(root_dir: str, gin_files, bindings, seed: int, runner_flags) -> List[str]:
-    """The `python -m alf_async.chaos` command line of one chaos run (its own processes'
+    """The `python -m alf_async.supervision.chaos` command line of one chaos run (its own processes'
     threads: TensorFlow's choice)."""
-    return [sys.executable, "-m", "alf_async.chaos", f"--root_dir={root_dir}",
+    return [sys.executable, "-m", "alf_async.supervision.chaos", f"--root_dir={root_dir}",
             *[f"--gin_file={f}" for f in gin_files], *[f"--gin_param={b}" for b in bindings],
             f"--seed={seed}", *runner_flags]
 
@@ -95,8 +95,21 @@ def stop_processes(procs: List[subprocess.Popen], grace_secs: float) -> None:
             proc.wait(timeout=30)
 
 
-def seed_runs(cells: List[Cell], seeds: List[int], out_dir: str) -> List[SeedRun]:
-    """Every (cell, seed) run, its root_dir `out_dir/<cell>/seed_<S>`; saves the cells."""
+def seed_runs(cells: List[Cell], seeds: List[int], out_dir: str,
+              new_cell: bool = False) -> List[SeedRun]:
+    """Every (cell, seed) run, its root_dir `out_dir/<cell>/seed_<S>`; saves the cells.
+
+    Raises:
+        ValueError: a cell's directory holds seeds made otherwise (unless
+            `new_cell`: then the cell goes to a new directory beside it).
+    """
+    if new_cell:
+        cells = [cell.renamed_to_fit(out_dir) for cell in cells]
+    for cell in cells:  # every cell checked before any is written
+        changed = cell.differences(os.path.join(out_dir, cell.name))
+        if changed:
+            raise ValueError(f"{os.path.join(out_dir, cell.name)} holds seeds made otherwise: "
+                             f"{'; '.join(changed)}. Use another --out, or --new_cell")
     runs = []
     for cell in cells:
         cell.save(os.path.join(out_dir, cell.name))

@@ -14,9 +14,10 @@ import re
 from typing import Callable, Dict, List, Optional
 
 from alf_async import extras
-from alf_async.experiments import ledgers, stats
+from alf_async.experiments import ledgers, provenance, stats
 from alf_async.experiments.cells import Cell, load_cell
 from alf_async.experiments.curves import downsample, load_curve
+from alf_async.training import files
 
 METRICS = ("env_steps_to_target", "seconds_to_target", "best", "final", "last25_min")
 
@@ -55,6 +56,7 @@ def summarize_cell(cell_dir: str, cell: Cell, target: Optional[float]) -> Dict:
         curve = load_curve(run_dir)
         if not len(curve["value"]):
             continue  # no episode finished yet
+        _check_operative(run_dir, cell)
         match = re.fullmatch(r"seed_(\d+)", os.path.basename(run_dir))
         ledger = ledgers.read_ledger(run_dir)
         seeds.append(dict(seed=int(match.group(1)) if match else None,
@@ -72,6 +74,18 @@ def summarize_cell(cell_dir: str, cell: Cell, target: Optional[float]) -> Dict:
                 aggregate={m: stats.aggregate([s[m] for s in seeds]) for m in METRICS},
                 curve_vs_env_steps=stats.mean_curve(curves, "env_steps"),
                 curve_vs_seconds=stats.mean_curve(curves, "seconds"))
+
+
+def _check_operative(run_dir: str, cell: Cell) -> None:
+    """Raises ValueError where the seed in `run_dir` ran with other values than its
+    cell's bindings (a seed made before the cell was changed)."""
+    path = os.path.join(run_dir, "operative_config.gin")
+    if not os.path.exists(path):
+        return
+    with open(path) as f:
+        wrong = provenance.operative_mismatches(f.read(), cell.gin_bindings)
+    if wrong:
+        raise ValueError(f"{run_dir} did not run with its cell's settings: {'; '.join(wrong)}")
 
 
 def _operative(path: str) -> Dict:
@@ -176,7 +190,8 @@ def markdown(summary: Dict) -> str:
 
 
 def plot(summary: Dict, path: str) -> None:
-    """`curves.png`: every cell's mean return with its 95 % CI, against env steps and time."""
+    """`curves.png`: every cell's mean return with its 95 % CI, against env steps and
+    time, over each of its seeds' own curves (thin)."""
     plt = extras.pyplot("python -m alf_async.experiment report", "experiment")
 
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
@@ -185,15 +200,19 @@ def plot(summary: Dict, path: str) -> None:
         for cell in experiment["cells"]:
             label = f"{experiment['name']}/{cell['name']}" if several else cell["name"]
             label += f" ({len(cell['seeds'])} seeds)"
-            for ax, key in zip(axes, ("curve_vs_env_steps", "curve_vs_seconds")):
+            for ax, key, x_key in zip(axes, ("curve_vs_env_steps", "curve_vs_seconds"),
+                                      ("env_steps", "seconds")):
                 curve = cell[key]
                 line, = ax.plot(curve["x"], curve["mean"], label=label)
+                for seed in cell["seeds"]:
+                    ax.plot(seed["curve"][x_key], seed["curve"]["value"], linewidth=0.6,
+                            alpha=0.35, color=line.get_color())
                 if curve["low"][0] is not None:
                     ax.fill_between(curve["x"], curve["low"], curve["high"], alpha=0.2,
                                     color=line.get_color())
     for ax, xlabel in zip(axes, ("env steps", "seconds since the run's first event")):
         ax.set_xlabel(xlabel)
-        ax.set_ylabel("average return (mean, 95 % CI)")
+        ax.set_ylabel("average return (mean where half the seeds run, 95 % CI; seeds thin)")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
     fig.tight_layout()
@@ -206,9 +225,7 @@ def write_report(experiment_dirs: List[str], out_dir: str,
     """Writes `summary.json`, `results.md` and `curves.png` to `out_dir`; returns the summary."""
     summary = summarize(experiment_dirs, target)
     os.makedirs(out_dir, exist_ok=True)
-    with open(os.path.join(out_dir, "summary.json"), "w") as f:
-        json.dump(summary, f, indent=1)
-    with open(os.path.join(out_dir, "results.md"), "w") as f:
-        f.write(markdown(summary))
+    files.write_text(os.path.join(out_dir, "summary.json"), json.dumps(summary, indent=1))
+    files.write_text(os.path.join(out_dir, "results.md"), markdown(summary))
     plot(summary, os.path.join(out_dir, "curves.png"))
     return summary

@@ -29,6 +29,11 @@ class LearnerGone(RuntimeError):
     """The learner's server stopped answering for `server_timeout_secs`."""
 
 
+# A wait this long or longer is no limit: the launch's actors wait for their learner
+# whatever happens (`alf_async.launch` binds the timeouts to 1e9 s).
+NO_LIMIT_SECS = 1e8
+
+
 class StoppedBeforeStart(Exception):
     """`should_stop()` turned true while the actor waited for its first weights."""
 
@@ -66,8 +71,9 @@ class WeightsPuller(threading.Thread):
                 return
             self.pull_once()
 
-    def pull_once(self):
-        """One pull; returns the new weights' `Stamp` or None (nothing new, or failed)."""
+    def pull_once(self, log_failure: Callable = logging.warning):
+        """One pull; returns the new weights' `Stamp` or None (nothing new, or failed:
+        logged with `log_failure`)."""
         client = self._client()
         if client is None:
             return None
@@ -76,7 +82,7 @@ class WeightsPuller(threading.Thread):
         except weights.IncompatibleWeights:
             raise
         except Exception as error:  # pylint: disable=broad-except
-            logging.warning("Pulling weights failed: %s", error)
+            log_failure("Pulling weights failed: %s", error)
             return None
         if pulled is not None:
             self._version.assign(pulled.version)
@@ -163,13 +169,14 @@ class ActorProcess:
         return lambda i: create_environment(seed=seed + 1000 * i + 100_000 * (self.task + 1))
 
     def _await_first_weights(self, timeout_secs: float, should_stop: Callable[[], bool]) -> None:
-        logging.info("Actor task %d: waiting up to %.0f s for the learner's weights at %s",
-                     self.task, timeout_secs, self.server)
+        logging.info("Actor task %d: waiting %s for the learner's weights at %s", self.task,
+                     "as long as it takes" if timeout_secs >= NO_LIMIT_SECS
+                     else f"up to {timeout_secs:.0f} s", self.server)
         deadline = time.monotonic() + timeout_secs
         while time.monotonic() < deadline:
             if should_stop():
                 raise StoppedBeforeStart(f"actor task {self.task}: stopped before any weights")
-            pulled = self.puller.pull_once()
+            pulled = self.puller.pull_once(log_failure=logging.debug)  # not up yet: normal
             if pulled is not None:
                 if self.task >= pulled.max_actors:
                     raise ValueError(f"--task={self.task} must be < the learner's "

@@ -14,7 +14,7 @@ from alf_async.experience import LogRecord, Unroll
 from alf_async.queues import TFQueues
 from alf_async.remote import weights
 from alf_async.extras import import_reverb
-from alf_async.driver_thread import DriverThread
+from alf_async.collection.driver_thread import DriverThread
 
 UNROLLS = "unrolls"
 

@@ -5,7 +5,7 @@ from tf_agents.trajectories import time_step as ts
 from alf_async.algorithms import DqnAlgorithm, ImpalaAlgorithm, PPOAlgorithm, SacAlgorithm
 from alf_async.algorithms.contract import Algorithm, check_algorithm
 from alf_async.environments import CartPoleBatchedEnv
-from alf_async.learner import Learner
+from alf_async.learning.learner import Learner
 
 
 def _pendulum_specs():

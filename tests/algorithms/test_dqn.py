@@ -5,7 +5,7 @@ from tf_agents.specs import tensor_spec
 from tf_agents.trajectories import time_step as ts
 
 from alf_async.algorithms import DqnAlgorithm
-from alf_async.evaluation import GreedyPolicy
+from alf_async.training.evaluation import GreedyPolicy
 from alf_async.algorithms.dqn import apex_epsilons, huber
 from alf_async.environments import CartPoleBatchedEnv
 from alf_async.experience import Experience

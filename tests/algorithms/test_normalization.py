@@ -6,10 +6,10 @@ from tf_agents.trajectories import time_step as ts
 
 from alf_async.algorithms import PPOAlgorithm
 from alf_async.algorithms.normalization import Normalization
-from alf_async.devices import create_strategy
-from alf_async.evaluation import GreedyPolicy, export_policy
+from alf_async.learning.devices import create_strategy
+from alf_async.training.evaluation import GreedyPolicy, export_policy
 from alf_async.experience import Experience, LearnBatch
-from alf_async.learner import Learner
+from alf_async.learning.learner import Learner
 
 Q, T, B = 3, 5, 4
 OBS = tensor_spec.TensorSpec([3], tf.float32)

@@ -8,7 +8,7 @@ from tf_agents.trajectories import time_step as ts
 from alf_async.algorithms import R2d2Algorithm
 from alf_async.algorithms.r2d2 import rescale, unrescale
 from alf_async.environments import CartPoleBatchedEnv
-from alf_async.evaluation import GreedyPolicy
+from alf_async.training.evaluation import GreedyPolicy
 from alf_async.experience import Experience
 from tests.algorithms.test_advantages import _random_sequences
 

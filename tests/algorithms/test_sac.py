@@ -5,10 +5,10 @@ from tf_agents.specs import tensor_spec
 from tf_agents.trajectories import time_step as ts
 
 from alf_async.algorithms import SacAlgorithm
-from alf_async.devices import create_strategy
+from alf_async.learning.devices import create_strategy
 from alf_async.environments import CartPoleBatchedEnv
 from alf_async.experience import Experience, LearnBatch
-from alf_async.learner import Learner
+from alf_async.learning.learner import Learner
 
 GAMMA, S = 0.9, 32
 TIME_STEP_SPEC = ts.time_step_spec(tf.TensorSpec([3], tf.float32))

@@ -8,7 +8,7 @@ import tensorflow as tf
 
 from alf_async.collection import Collector, LocalCollection
 from alf_async.errors import ThreadError
-from alf_async.threads import live_driver_threads
+from alf_async.collection.driver_thread import live_driver_threads
 from fakes import CountingEnv, CountingPolicy
 
 B, T = 2, 4

@@ -10,7 +10,9 @@ import gin
 import numpy as np
 import pytest
 
-from alf_async import assembly, trainer
+from alf_async.training import assembly
+
+from alf_async.training import run as run_lib
 from alf_async.environments import GymnasiumBatchedEnv
 from alf_async.errors import ThreadError
 from fakes import timed_stop
@@ -212,7 +214,7 @@ def test_evaluation_plays_in_process_whatever_num_workers_says(tmp_path, monkeyp
     gin.parse_config_files_and_bindings(["gin_configs/ppo_async.gin"], [
         "create_environment.num_workers = 2", "create_environment.num_parallel_environments = 8"])
     # 3 evaluation episodes would not split over 2 workers: evaluation must not use them.
-    result = trainer.train(str(tmp_path), num_iterations=2, num_env_steps=None, eval_interval=1,
+    result = run_lib.train(str(tmp_path), num_iterations=2, num_env_steps=None, eval_interval=1,
                            num_eval_episodes=3, seed=1)
     assert result["iteration"] == 2
     assert not multiprocessing.active_children()

@@ -40,10 +40,20 @@ def test_aggregate_skips_missing_values_and_brackets_the_iqm():
     assert stats.aggregate([7.0])["ci95"] == [None, None]  # one value: no interval
 
 
-def test_mean_curve_covers_the_overlap_of_the_seeds():
+def test_mean_curve_covers_where_at_least_half_of_the_seeds_have_data():
     a = _curve([0, 100, 200, 300])  # steps 1000..4000
     b = _curve([0, 50, 100], start=2000)  # steps 2000..4000
-    curve = stats.mean_curve([a, b], "env_steps", points=3)
-    assert curve["x"] == [2000.0, 3000.0, 4000.0]
-    assert curve["mean"] == [50.0, 125.0, 200.0]
-    assert all(lo <= m <= hi for lo, m, hi in zip(curve["low"], curve["mean"], curve["high"]))
+    curve = stats.mean_curve([a, b], "env_steps", points=4)
+    assert curve["x"] == [1000.0, 2000.0, 3000.0, 4000.0]  # not only the common span
+    assert curve["mean"] == [0.0, 50.0, 125.0, 200.0]  # seed a alone at 1000
+    assert curve["low"][0] is None  # one seed: no interval
+    assert all(lo <= m <= hi for lo, m, hi in zip(curve["low"][1:], curve["mean"][1:],
+                                                  curve["high"][1:]))
+
+
+def test_mean_curve_leaves_out_what_a_minority_of_seeds_covers():
+    a = _curve([0, 100, 200, 300])  # steps 1000..4000
+    late = [_curve([0, 0], start=3000), _curve([10, 10], start=3000)]  # 3000..4000
+    curve = stats.mean_curve([a, *late], "env_steps", points=4)
+    assert curve["x"] == [3000.0, 4000.0]  # 1000 and 2000: one seed of three
+    assert curve["mean"] == [pytest.approx(70.0), pytest.approx(310 / 3, abs=1e-3)]

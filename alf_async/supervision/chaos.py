@@ -1,0 +1,507 @@
+"""A seeded fault injector around a supervised run, ending with a ledger.
+
+    python -m alf_async.supervision.chaos --gin_file=gin_configs/ppo_chaos.gin --root_dir=runs/chaos/1 \\
+        --seed=1 --actors=2
+
+runs `python -m alf_async.launch` (a learner and `--actors` actor processes)
+and, once the learner trains, injects the faults of `--faults` at points drawn
+from a schedule seeded by `--seed` (exponential gaps of mean
+`--mean_interval_secs`, or of `--mean_interval_env_steps` of training
+progress, every kind in turn):
+
+- env_exception: inside the envs, with probability `--env_fault_p` per step
+  (`create_environment.step_fault_probability`, rebuilt by the env threads);
+- env_worker_kill, actor_kill, learner_kill: SIGKILL of an env worker
+  process, an actor process, the learner;
+- learner_term: SIGTERM of the learner (it checkpoints and exits 143);
+- checkpoint_write: the learner's next checkpoint writes fail (a directory
+  stands where their index files go) until its error line shows.
+
+`--faults=none` runs the same command without faults (the baseline). The
+ledger (printed, and written to `--ledger`, default ROOT_DIR/ledger.json)
+counts the faults, restarts, env steps and seconds lost, when the target was
+reached, processes left behind, unreadable checkpoints, unrolls delivered
+twice, and the longest stop. Bad input: one line, exit 2.
+"""
+
+import dataclasses
+import datetime
+import json
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import time
+from typing import Callable, Dict, List, Optional, Sequence
+
+from absl import app, flags, logging
+
+from alf_async.supervision.spare import SPARE_NAME, waiting
+
+KINDS = ("env_exception", "env_worker_kill", "actor_kill", "learner_kill", "learner_term",
+         "checkpoint_write")
+OUTSIDE = KINDS[1:]  # injected by this tool; env_exception is drawn in the envs
+
+FLAGS = flags.FLAGS
+
+
+def _define_flags() -> None:
+    """The command's flags (defined when run, not when imported: the tests import it
+    next to other tools that define --gin_file too)."""
+    flags.DEFINE_multi_string("gin_file", ["gin_configs/ppo_chaos.gin"],
+                              "The run's gin files.")
+    flags.DEFINE_multi_string("gin_param", [], "The run's gin bindings.")
+    flags.DEFINE_string("root_dir", None, "The run's root_dir.")
+    flags.DEFINE_integer("actors", 2, "K, actor processes.")
+    flags.DEFINE_integer("seed", 0, "Seeds the schedule and the run (train.seed).")
+    flags.DEFINE_string("faults", "all", "Comma-separated fault kinds, 'all' or 'none'.")
+    flags.DEFINE_float("env_fault_p", 0.0005, "env_exception's probability per env step.")
+    flags.DEFINE_float("mean_interval_secs", 15.0, "Mean seconds between injected faults.")
+    flags.DEFINE_integer("mean_interval_env_steps", 0, "Mean env steps of training progress "
+                         "(the most any learner logged) between injected faults, instead of "
+                         "--mean_interval_secs (0): the same schedule however fast the run.")
+    flags.DEFINE_integer("rounds", 0, "Rounds of faults (each kind once per round); 0: until "
+                         "the run ends.")
+    flags.DEFINE_float("timeout_secs", 1800.0, "The run is stopped (and fails) after this.")
+    flags.DEFINE_integer("max_restarts", 100, "The launch's --max_restarts (per process).")
+    flags.DEFINE_bool("warm_spares", True, "The launch's --warm_spares.")
+    flags.DEFINE_float("target", 475.0, "The average return the run must reach.")
+    flags.DEFINE_string("ledger", None, "Where to write the ledger (ROOT_DIR/ledger.json).")
+    flags.mark_flag_as_required("root_dir")
+
+
+_STOP_BOUND_SECS = 5.0  # a stop that takes longer is a hang
+
+
+def parse_kinds(text: str) -> List[str]:
+    """The fault kinds of `--faults`; raises ValueError naming an unknown one."""
+    if text.strip() in ("", "none"):
+        return []
+    if text.strip() == "all":
+        return list(KINDS)
+    kinds = [kind.strip() for kind in text.split(",")]
+    for kind in kinds:
+        if kind not in KINDS:
+            raise ValueError(f"--faults: unknown fault kind {kind!r} (known: "
+                             f"{', '.join(KINDS)}, all or none)")
+    return kinds
+
+
+def schedule(kinds: Sequence[str], mean_interval: float, horizon: float,
+             seed: int, rounds: int = 0) -> List[tuple]:
+    """`(when, kind)` of the outside faults, in order: `when` in seconds after training
+    started, or in env steps.
+
+    Every kind comes once per round (`rounds` of them; 0: until the
+    horizon), in a seeded order; the gaps are exponential with mean
+    `mean_interval`.
+    """
+    rng = random.Random(seed)
+    outside = [kind for kind in kinds if kind in OUTSIDE]
+    plan, now = [], 0.0
+    while outside and (not rounds or len(plan) < rounds * len(outside)):
+        order = list(outside)
+        rng.shuffle(order)
+        for kind in order:
+            now += rng.expovariate(1.0 / mean_interval)
+            if now > horizon:
+                return plan
+            plan.append((now, kind))
+    return plan
+
+
+# --- the launch's processes, from /proc -------------------------------------------------
+
+def _proc_table() -> Dict[int, tuple]:
+    """{pid: (ppid, session, cmdline)} of the live, non-zombie processes; a warm
+    spare that waits (`spare.waiting`) has the cmdline `SPARE_NAME`."""
+    table = {}
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                name, fields = stat.read().split("(", 1)[1].rsplit(")", 1)
+            with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
+                argv = cmdline.read().decode(errors="replace").split("\0")
+        except (FileNotFoundError, ProcessLookupError, PermissionError):
+            continue
+        fields = fields.split()
+        if fields[0] != "Z":
+            table[int(entry)] = (int(fields[1]), int(fields[3]),
+                                 SPARE_NAME if waiting(argv, name) else " ".join(argv).strip())
+    return table
+
+
+class LaunchTree:
+    """The launch's children (learner, actors) and the actors' env workers."""
+
+    def __init__(self, launch_pid: int):
+        self._pid = launch_pid
+        self.sessions = set()  # every session a child of the launch ever had
+
+    def _children(self, table) -> Dict[int, str]:
+        children = {pid: cmd for pid, (ppid, sid, cmd) in table.items() if ppid == self._pid}
+        self.sessions.update(table[pid][1] for pid in children)
+        return children
+
+    def learner(self) -> Optional[int]:
+        table = _proc_table()
+        return next((pid for pid, cmd in self._children(table).items()
+                     if "alf_async.train" in cmd), None)
+
+    def actors(self) -> List[int]:
+        table = _proc_table()
+        return [pid for pid, cmd in self._children(table).items() if "alf_async.actor" in cmd]
+
+    def env_workers(self) -> List[int]:
+        """Forks of an actor process (same command line): its env workers."""
+        table = _proc_table()
+        actors = {pid: cmd for pid, cmd in self._children(table).items()
+                  if "alf_async.actor" in cmd}
+        return [pid for pid, (ppid, _, cmd) in table.items()
+                if ppid in actors and cmd == actors[ppid]]
+
+    def left_behind(self) -> List[int]:
+        return [pid for pid, (_, sid, _) in _proc_table().items() if sid in self.sessions]
+
+
+# --- injecting --------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class Injector:
+    """Injects one outside fault into a `LaunchTree`; returns whether it found a target."""
+    tree: LaunchTree
+    root_dir: str
+    rng: random.Random
+    log_path: str
+    stop_seconds: List[float] = dataclasses.field(default_factory=list)
+    _blockers: List[str] = dataclasses.field(default_factory=list)
+    _learner_mark: int = 0  # log offset of the last learner fault
+
+    def inject(self, kind: str) -> bool:
+        return getattr(self, "_" + kind)()
+
+    def _kill(self, pids: List[int], signum: int) -> bool:
+        if not pids:
+            return False
+        try:
+            os.kill(self.rng.choice(sorted(pids)), signum)
+        except ProcessLookupError:
+            return False
+        return True
+
+    def _env_worker_kill(self) -> bool:
+        return self._kill(self.tree.env_workers(), signal.SIGKILL)
+
+    def _actor_kill(self) -> bool:
+        return self._kill(self.tree.actors(), signal.SIGKILL)
+
+    def _training_learner(self) -> Optional[int]:
+        """The learner's pid once it trains (a progress line since the start that
+        followed the last learner fault): a learner fault waits for that, so that
+        the run can progress between faults."""
+        log = _read(self.log_path)[self._learner_mark:]
+        starts = [m.end() for m in re.finditer(r"\] Training \w+: ", log)]
+        if not starts or not re.search(r"iteration \d+ \| env steps", log[starts[-1]:]):
+            return None
+        return self.tree.learner()
+
+    def _signal_learner(self, signum: int) -> bool:
+        learner = self._training_learner()
+        if not learner or not self._kill([learner], signum):
+            return False
+        self._learner_mark = len(_read(self.log_path))
+        return True
+
+    def _learner_kill(self) -> bool:
+        return self._signal_learner(signal.SIGKILL)
+
+    def _learner_term(self) -> bool:
+        learner = self._training_learner()
+        if not self._signal_learner(signal.SIGTERM):
+            return False
+        start = time.monotonic()
+        while os.path.exists(f"/proc/{learner}") and _state(learner) != "Z" and \
+                time.monotonic() - start < 30:
+            time.sleep(0.05)
+        self.stop_seconds.append(time.monotonic() - start)
+        return True
+
+    def _checkpoint_write(self) -> bool:
+        """Blocks the next two checkpoints the learner will write (by iteration)."""
+        interval = _checkpoint_interval(self.root_dir)
+        directory = os.path.join(self.root_dir, "checkpoints")
+        if interval is None or not os.path.isdir(directory):
+            return False
+        numbers = [int(m.group(1)) for m in (re.fullmatch(r"ckpt-(\d+)\.index", name)
+                                             for name in os.listdir(directory)) if m]
+        latest = max(numbers, default=0)
+        first = (latest // interval + 1) * interval
+        for number in (first, first + interval):
+            path = os.path.join(directory, f"ckpt-{number}.index")
+            if not os.path.exists(path):
+                os.makedirs(path)
+                self._blockers.append(path)
+        return True
+
+    def clear_blockers(self, force: bool = False) -> None:
+        """Removes the checkpoint blockers once a write failed on one (or when forced)."""
+        if self._blockers and (force or "could not be written" in _read(self.log_path)):
+            for path in self._blockers:
+                os.rmdir(path)
+            self._blockers = []
+
+
+def _state(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return "X"
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path, errors="replace") as f:
+            return f.read()
+    except FileNotFoundError:
+        return ""
+
+
+def _checkpoint_interval(root_dir: str) -> Optional[int]:
+    found = re.search(r"^train\.checkpoint_interval = (\d+)",
+                      _read(os.path.join(root_dir, "operative_config.gin")), re.M)
+    return int(found.group(1)) if found else None
+
+
+# --- the ledger -------------------------------------------------------------------------
+
+_TIME = re.compile(r"^[IWEF](\d{4}) (\d\d):(\d\d):(\d\d\.\d+)")
+
+
+def _seconds(line: str) -> Optional[float]:
+    """The seconds of the day of an absl log line, None for another line."""
+    found = _TIME.match(line)
+    if not found:
+        return None
+    _, hours, minutes, seconds = found.groups()
+    return 3600 * int(hours) + 60 * int(minutes) + float(seconds)
+
+
+def restarts_by_child(log: str) -> Dict[str, int]:
+    counts = {}
+    for found in re.finditer(r"launch: (.+?) exited with .*; restart \d+ in", log):
+        counts[found.group(1)] = counts.get(found.group(1), 0) + 1
+    return counts
+
+
+def lost_to_learner_restarts(log: str) -> Dict[str, float]:
+    """Env steps trained again and seconds without training, over the learner's restarts.
+
+    A restart is a "Resumed from ... at iteration N" line: the env steps
+    between iteration N and the last progress line before it were trained
+    again; the seconds from that progress line to the next one had none.
+    """
+    lines = log.splitlines()
+    steps_lost = seconds_lost = 0.0
+    last_progress = None  # (seconds, iteration, env steps)
+    pending = None  # (seconds of the last progress, lost steps) awaiting the next progress
+    for line in lines:
+        progress = re.search(r"iteration (\d+) \| env steps (\d+)", line)
+        resumed = re.search(r"Resumed from .* at iteration (\d+)", line)
+        now = _seconds(line)
+        if progress and now is not None:
+            if pending is not None:
+                seconds_lost += (now - pending) % 86400
+                pending = None
+            last_progress = (now, int(progress.group(1)), int(progress.group(2)))
+        elif resumed and last_progress is not None:
+            _, iteration, env_steps = last_progress
+            per_iteration = env_steps / max(iteration, 1)
+            steps_lost += max(iteration - int(resumed.group(1)), 0) * per_iteration
+            pending = last_progress[0]
+    return dict(env_steps_lost=steps_lost, seconds_lost=round(seconds_lost, 1))
+
+
+def reached(log: str, target: float, started: float) -> Optional[dict]:
+    """Where the run first reached `target`: the trainer's env steps and the wall
+    seconds from `started` (seconds of the day), or None."""
+    for line in log.splitlines():
+        found = re.search(r"Average return reached ([\d.]+) after [\d.]+ s and (\d+) env "
+                          r"steps", line)
+        if found and float(found.group(1)) >= target and _seconds(line) is not None:
+            return dict(env_steps=int(found.group(2)),
+                        wall_seconds=round((_seconds(line) - started) % 86400, 1))
+    return None
+
+
+def unreadable_checkpoints(root_dir: str) -> int:
+    from alf_async.training import checkpoints
+    directory = os.path.join(root_dir, "checkpoints")
+    return sum(checkpoints.unreadable(prefix) is not None
+               for prefix in checkpoints.saved_checkpoints(directory))
+
+
+def env_restarts_in_actor_logs(root_dir: str, cause: str = "") -> int:
+    """The env rebuilds the actor processes logged (those after a `cause` error)."""
+    logs = os.path.join(root_dir, "logs")
+    if not os.path.isdir(logs):
+        return 0
+    pattern = re.compile(rf"EnvThread\d+: env raised {cause}.*; replacing it with a new one")
+    return sum(len(pattern.findall(_read(os.path.join(logs, name))))
+               for name in os.listdir(logs))
+
+
+# --- the run ----------------------------------------------------------------------------
+
+def _launch_command(kinds: Sequence[str]) -> List[str]:
+    params = [f"train.seed={FLAGS.seed}", *FLAGS.gin_param]
+    if "env_exception" in kinds:
+        params += [f"create_environment.step_fault_probability={FLAGS.env_fault_p}",
+                   "LocalCollection.restart_failed_envs=True"]
+    return [sys.executable, "-m", "alf_async.launch", f"--root_dir={FLAGS.root_dir}",
+            f"--actors={FLAGS.actors}", f"--max_restarts={FLAGS.max_restarts}",
+            f"--warm_spares={FLAGS.warm_spares}",
+            *[f"--gin_file={path}" for path in FLAGS.gin_file],
+            *[f"--gin_param={param}" for param in params]]
+
+
+def _wait_for_training(proc, log_path: str, deadline: float) -> bool:
+    while time.monotonic() < deadline and proc.poll() is None:
+        if re.search(r"iteration \d+ \| env steps", _read(log_path)):
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def progress_env_steps(log: str) -> int:
+    """The most env steps any learner of the run logged (a resumed one repeats some)."""
+    return max(map(int, re.findall(r"\| env steps (\d+) \|", log)), default=0)
+
+
+def _progress(log_path: str) -> Callable[[], float]:
+    """Where the run is on the schedule's axis: env steps or seconds from now."""
+    if FLAGS.mean_interval_env_steps:
+        return lambda: progress_env_steps(_read(log_path))
+    start = time.monotonic()
+    return lambda: time.monotonic() - start
+
+
+def _inject_until_done(proc, injector: Injector, plan, deadline: float,
+                       progress: Callable[[], float]) -> Dict[str, int]:
+    """Injects `plan` while the launch runs; returns the faults injected, by kind."""
+    injected = {}
+    while proc.poll() is None and time.monotonic() < deadline:
+        injector.clear_blockers()
+        now = progress() if plan else 0.0
+        if plan and now >= plan[0][0]:
+            _, kind = plan.pop(0)
+            if injector.inject(kind):
+                injected[kind] = injected.get(kind, 0) + 1
+                logging.info("chaos: %s at %.1f", kind, now)
+            else:  # no target yet: at the next bit of progress
+                plan.insert(0, (now + (1 if FLAGS.mean_interval_env_steps else 1.0), kind))
+        time.sleep(0.1)
+    injector.clear_blockers(force=True)
+    return injected
+
+
+def _stop(proc) -> float:
+    """SIGTERM to a launch still running; returns how long it took to exit."""
+    if proc.poll() is not None:
+        return 0.0
+    start = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=10)
+    return time.monotonic() - start
+
+
+def _interrupt(signum, frame):
+    del signum, frame
+    raise KeyboardInterrupt
+
+
+def run(kinds: List[str]) -> dict:
+    """Runs the launch under the schedule; returns the ledger."""
+    os.makedirs(FLAGS.root_dir, exist_ok=True)
+    log_path = os.path.join(FLAGS.root_dir, "launch.log")
+    started_wall = time.time()
+    started = _seconds(datetime.datetime.now().strftime("I%m%d %H:%M:%S.%f"))
+    deadline = time.monotonic() + FLAGS.timeout_secs
+    with open(log_path, "a") as out:
+        proc = subprocess.Popen(_launch_command(kinds), stdout=out, stderr=subprocess.STDOUT)
+    tree = LaunchTree(proc.pid)
+    injector = Injector(tree, FLAGS.root_dir, random.Random(FLAGS.seed), log_path)
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        injected = {}
+        if _wait_for_training(proc, log_path, deadline):
+            tree.learner()  # note the sessions
+            by_steps = FLAGS.mean_interval_env_steps > 0
+            plan = schedule(kinds, FLAGS.mean_interval_env_steps if by_steps
+                            else FLAGS.mean_interval_secs,
+                            float("inf") if by_steps else FLAGS.timeout_secs, FLAGS.seed,
+                            FLAGS.rounds)
+            injected = _inject_until_done(proc, injector, plan, deadline,
+                                          _progress(log_path))
+        final_stop = _stop(proc)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        _stop(proc)  # this tool interrupted: the launch stops its processes
+    time.sleep(1.0)  # the kernel delivers the children's parent-death signals
+    log = _read(log_path)
+    if "env_exception" in kinds:
+        injected["env_exception"] = env_restarts_in_actor_logs(FLAGS.root_dir,
+                                                               "InjectedEnvFault")
+    stops = injector.stop_seconds + ([final_stop] if final_stop else [])
+    return dict(
+        seed=FLAGS.seed, faults=injected, restarts=restarts_by_child(log),
+        env_restarts=env_restarts_in_actor_logs(FLAGS.root_dir),
+        **lost_to_learner_restarts(log),
+        reached=reached(log, FLAGS.target, started),
+        exit_status=proc.returncode, wall_seconds=round(time.time() - started_wall, 1),
+        timed_out=bool(final_stop), processes_left=len(tree.left_behind()),
+        unreadable_checkpoints=unreadable_checkpoints(FLAGS.root_dir),
+        duplicated_unrolls=len(re.findall(r"delivered unroll \d+ again", log)),
+        longest_stop_secs=round(max(stops, default=0.0), 2),
+        hangs=sum(seconds > _STOP_BOUND_SECS for seconds in stops))
+
+
+def main(argv) -> None:
+    del argv
+    try:
+        kinds = parse_kinds(FLAGS.faults)
+        if not 0.0 <= FLAGS.env_fault_p <= 1.0:
+            raise ValueError(f"--env_fault_p must be in [0, 1], got {FLAGS.env_fault_p}")
+        if FLAGS.actors < 1:
+            raise ValueError(f"--actors must be >= 1, got {FLAGS.actors}")
+        if FLAGS.mean_interval_secs <= 0:
+            raise ValueError(f"--mean_interval_secs must be > 0, got "
+                             f"{FLAGS.mean_interval_secs}")
+        if FLAGS.mean_interval_env_steps < 0:
+            raise ValueError(f"--mean_interval_env_steps must be >= 0, got "
+                             f"{FLAGS.mean_interval_env_steps}")
+        if FLAGS.mean_interval_env_steps and not FLAGS.rounds:
+            raise ValueError("--mean_interval_env_steps needs --rounds >= 1")
+    except ValueError as error:
+        logging.error("Bad setting: %s", error)
+        sys.exit(2)
+    ledger = run(kinds)
+    path = FLAGS.ledger or os.path.join(FLAGS.root_dir, "ledger.json")
+    with open(path, "w") as out:
+        json.dump(ledger, out, indent=1)
+    print(json.dumps(ledger, indent=1))
+    clean = (ledger["reached"] is not None and ledger["processes_left"] == 0 and
+             ledger["unreadable_checkpoints"] == 0 and ledger["duplicated_unrolls"] == 0 and
+             ledger["hangs"] == 0 and ledger["exit_status"] == 0)
+    sys.exit(0 if clean else 1)
+
+
+if __name__ == "__main__":
+    _define_flags()
+    app.run(main)

@@ -1,0 +1,342 @@
+"""Keeps a group of processes alive: restarts with backoff, a clean stop, no orphans.
+
+A `Supervisor` runs one process per `ChildSpec`. Each child runs in a
+session of its own, so a terminal's Ctrl-C reaches the supervisor alone and a
+stop reaches the child's own subprocesses (env workers) too; and on Linux with
+`PR_SET_PDEATHSIG` = SIGKILL, so that a supervisor killed by SIGKILL takes its
+children along. `python -m alf_async.launch` supervises a learner and its actor
+processes with it; nothing here knows about training.
+
+Thread-safety: a `Supervisor` is driven from one thread, the main one (the
+parent-death signal is tied to the thread that started a child).
+"""
+
+import ctypes
+import dataclasses
+import functools
+import os
+import signal
+import subprocess
+import time
+from typing import Callable, List, Optional, Sequence
+
+from absl import logging
+
+from alf_async.supervision import spare as spare_lib
+from alf_async.collection.restart_budget import RestartBudget
+
+BAD_SETTING = 2  # the exit status of a bad setting: a restart cannot help
+_PR_SET_PDEATHSIG = 1
+
+
+@dataclasses.dataclass(frozen=True)
+class ChildSpec:
+    """A process to keep alive.
+
+    Attributes:
+        name: names it in log lines ("learner", "actor 1").
+        argv: its command line.
+        log_path: its stdout and stderr are appended here (None: the supervisor's).
+        primary: its exit with status 0 ends the group (the learner finished).
+        spare_argv: the command line of its warm spare (`alf_async.supervision.spare`),
+            started beside the child at idle priority (unless it says
+            `--normal_priority`); a restart is then the spare's promotion
+            (None: a restart starts `argv` cold).
+    """
+    name: str
+    argv: Sequence[str]
+    log_path: Optional[str] = None
+    primary: bool = False
+    spare_argv: Optional[Sequence[str]] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class RestartPolicy:
+    """When and how soon a child that exited is started again.
+
+    A child is restarted at most `max_restarts` times within any
+    `window_secs`. A child that ran at least `healthy_secs`, or that a signal
+    from outside stopped (`STOPPED_FROM_OUTSIDE`: pre-emption, the OOM
+    killer, an operator), is restarted at once. One that fails by itself
+    sooner (an exit status or a crash signal: a crash loop) waits
+    `backoff_secs`, doubled with every such quick failure up to
+    `max_backoff_secs`.
+    """
+    max_restarts: int = 5
+    window_secs: float = 600.0
+    backoff_secs: float = 1.0
+    max_backoff_secs: float = 30.0
+    healthy_secs: float = 10.0
+
+    def __post_init__(self):
+        self.budget()  # checks the settings
+
+    def budget(self) -> RestartBudget:
+        """A child's own budget."""
+        if self.window_secs <= 0:
+            raise ValueError(f"--restart_window_secs must be > 0, got {self.window_secs}")
+        return RestartBudget(self.max_restarts, self.window_secs, "--max_restarts")
+
+
+# Signals that stop a process from outside: no crash loop of its own, no backoff.
+STOPPED_FROM_OUTSIDE = frozenset({signal.SIGKILL, signal.SIGTERM, signal.SIGINT, signal.SIGHUP})
+
+
+def describe_status(returncode: int) -> str:
+    """'exit status N' or 'signal NAME' for a `Popen.returncode`."""
+    if returncode < 0:
+        try:
+            return f"signal {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"signal {-returncode}"
+    return f"exit status {returncode}"
+
+
+def _libc_prctl() -> Optional[Callable]:
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None  # not Linux
+
+
+_PRCTL = _libc_prctl()  # looked up here, not after a fork
+
+
+def _die_with_parent(parent_pid: int) -> None:
+    """Makes this process get SIGKILL when its parent dies (Linux; elsewhere nothing).
+
+    For a just-forked process: `parent_pid` is the parent it was forked from,
+    and a parent already gone ends it at once.
+    """
+    if _PRCTL is None:
+        return
+    _PRCTL(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent_pid:
+        os._exit(1)
+
+
+class Child:
+    """One supervised process and its restart history."""
+
+    def __init__(self, spec: ChildSpec, policy: RestartPolicy):
+        self.spec, self._policy = spec, policy
+        self.process: Optional[subprocess.Popen] = None
+        self.restarts = 0
+        self.restart_at: Optional[float] = None  # when a scheduled restart is due
+        self.spare: Optional[subprocess.Popen] = None  # warm, not yet promoted
+        self._started = 0.0
+        self._backoff = policy.backoff_secs
+        self._budget = policy.budget()
+
+    def _popen(self, argv: Sequence[str], spare: bool = False) -> subprocess.Popen:
+        """Starts `argv` in a session of its own that dies with this process."""
+        log = open(self.spec.log_path, "ab") if self.spec.log_path else None  # noqa: SIM115
+        die = functools.partial(_die_with_parent, os.getpid())
+        try:
+            return subprocess.Popen(
+                list(argv), stdout=log, stderr=subprocess.STDOUT if log else None,
+                stdin=subprocess.PIPE if spare else None, start_new_session=True,
+                preexec_fn=(lambda: (die(), spare_lib.idle_priority()))
+                if spare and spare_lib.NORMAL_PRIORITY not in argv else die)
+        finally:
+            if log:
+                log.close()
+
+    def start(self) -> None:
+        """Starts the child: its warm spare promoted if one is ready, else cold."""
+        self.process = self._promote_spare() or self._popen(self.spec.argv)
+        self._started, self.restart_at = time.monotonic(), None
+
+    def _promote_spare(self) -> Optional[subprocess.Popen]:
+        spare, self.spare = self.spare, None
+        if spare is None:
+            return None
+        try:
+            spare.stdin.write(spare_lib.PROMOTE)
+            spare.stdin.close()
+        except (BrokenPipeError, OSError):  # it died meanwhile
+            _kill_session(spare)
+            return None
+        logging.info("launch: %s starts from its warm spare (pid %d)", self.spec.name,
+                     spare.pid)
+        return spare
+
+    def tend_spare(self) -> None:
+        """Starts the spare of a running child that has none (it waits at idle priority)."""
+        if self.spare is not None and self.spare.poll() is not None:
+            _kill_session(self.spare)  # a spare that died: another one
+            self.spare = None
+        if self.spec.spare_argv and self.spare is None and self.running:
+            self.spare = self._popen(self.spec.spare_argv, spare=True)
+
+    def poll(self) -> Optional[int]:
+        """The return code once the process has exited, else None."""
+        return self.process.poll() if self.process else None
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.returncode is None
+
+    def schedule_restart(self, now: float, returncode: int = 1) -> Optional[float]:
+        """Schedules the next start after an exit with `returncode` (a `Popen`'s:
+        -N for signal N, 128 + N after a handled one); returns its delay, or None
+        when the budget is spent."""
+        if not self._budget.allow(now):
+            return None
+        if (now - self._started >= self._policy.healthy_secs
+                or -returncode in STOPPED_FROM_OUTSIDE  # killed by it
+                or returncode - 128 in STOPPED_FROM_OUTSIDE):  # exited on it (143: SIGTERM)
+            self._backoff = 0.0
+        delay = self._backoff
+        self._backoff = min(max(2 * self._backoff, self._policy.backoff_secs),
+                            self._policy.max_backoff_secs)
+        self.restarts += 1
+        self.restart_at = now + delay
+        return delay
+
+    def signal_group(self, signum: int) -> None:
+        """Sends `signum` to the child's session (its subprocesses too), if any is left."""
+        if self.process is not None:
+            _signal_session(self.process, signum)
+
+    def drop_spare(self, wait: bool = True) -> None:
+        """SIGKILLs the spare's session; with `wait`, reaps it too. A spare at idle
+        priority may wait for a core to die on a busy machine: a stop signals
+        the spares first and reaps them last."""
+        if self.spare is not None:
+            spare_lib.normal_priority(self.spare.pid)
+            _signal_session(self.spare, signal.SIGKILL)
+            if wait:
+                _kill_session(self.spare)
+                self.spare = None
+
+
+def _signal_session(process: subprocess.Popen, signum: int) -> None:
+    try:
+        os.killpg(process.pid, signum)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _kill_session(process: subprocess.Popen) -> None:
+    """SIGKILLs the session of `process` and reaps it."""
+    _signal_session(process, signal.SIGKILL)
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        logging.error("launch: pid %d did not die on SIGKILL", process.pid)
+
+
+class Supervisor:
+    """Starts its children in order and keeps them alive until the primary finishes.
+
+    A child that exits is restarted after its backoff, with one log line
+    naming it, its exit status or signal, and its restart count, unless
+    - it is the primary and exited with status 0: the others are stopped and
+      `run()` returns 0;
+    - it exited with status 2 (a bad setting): everything stops, `run()`
+      returns 2;
+    - its restart budget is spent: everything stops, `run()` returns 1
+      after a line that names the child and its last exit.
+    """
+
+    def __init__(self, specs: Sequence[ChildSpec], policy: RestartPolicy,
+                 stop_grace_secs: float = 4.0, poll_secs: float = 0.1):
+        self.children: List[Child] = [Child(spec, policy) for spec in specs]
+        self._policy = policy
+        self._grace, self._poll = stop_grace_secs, poll_secs
+
+    def run(self, stop_signal: Callable[[], Optional[int]]) -> int:
+        """Supervises until done or `stop_signal()` names a signal; returns the exit status.
+
+        On a stop signal every child gets SIGTERM, and SIGKILL after
+        `stop_grace_secs`; the status is then the primary's if it exited in
+        time, else 128 + the signal.
+        """
+        try:
+            for child in self.children:
+                child.start()
+            while True:
+                signum = stop_signal()
+                if signum is not None:
+                    return self._stop_on_signal(signum)
+                status = self._check_children()
+                if status is not None:
+                    return status
+                time.sleep(self._poll)
+        finally:
+            self._kill_all()
+
+    def _check_children(self) -> Optional[int]:
+        """Starts children whose restart is due; returns the status that ends the run."""
+        now = time.monotonic()
+        for child in self.children:
+            if child.restart_at is not None:
+                if now >= child.restart_at:
+                    child.start()
+                continue
+            returncode = child.poll()
+            if returncode is not None:
+                status = self._exited(child, returncode, now)
+                if status is not None:
+                    return status
+            child.tend_spare()
+        return None
+
+    def _exited(self, child: Child, returncode: int, now: float) -> Optional[int]:
+        child.signal_group(signal.SIGKILL)  # what it left behind in its session
+        if child.spec.primary and returncode == 0:
+            logging.info("launch: %s finished; stopping the others", child.spec.name)
+            self._stop_all()
+            return 0
+        if returncode == BAD_SETTING:
+            logging.error("launch: %s exited with status 2 (a bad setting, see its log): "
+                          "stopping", child.spec.name)
+            self._stop_all()
+            return BAD_SETTING
+        delay = child.schedule_restart(now, returncode)
+        if delay is None:
+            logging.error("launch: %s exited with %s after %d restart(s): over its budget of "
+                          "%d restarts in %.0f s (--max_restarts, --restart_window_secs); "
+                          "stopping", child.spec.name, describe_status(returncode),
+                          child.restarts, self._policy.max_restarts, self._policy.window_secs)
+            self._stop_all()
+            return 1
+        logging.warning("launch: %s exited with %s; restart %d in %.1f s", child.spec.name,
+                        describe_status(returncode), child.restarts, delay)
+        return None
+
+    def _stop_on_signal(self, signum: int) -> int:
+        """Stops everything; the primary's exit status if it exited of itself, else
+        128 + `signum`."""
+        primary = next((c for c in self.children if c.spec.primary and c.running), None)
+        self._stop_all()
+        returncode = primary.process.returncode if primary else None
+        return returncode if returncode is not None and returncode > 0 else 128 + signum
+
+    def _stop_all(self) -> None:
+        """SIGTERM to every child (the learner checkpoints, actors end their unroll),
+        SIGKILL to what is left after the grace."""
+        for child in self.children:
+            child.restart_at = None
+            child.drop_spare(wait=False)
+            if child.running:
+                child.signal_group(signal.SIGTERM)
+        deadline = time.monotonic() + self._grace
+        while any(child.running for child in self.children) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self._kill_all()
+
+    def _kill_all(self) -> None:
+        """SIGKILLs every child's session and reaps the children."""
+        for child in self.children:
+            child.drop_spare(wait=False)
+            child.signal_group(signal.SIGKILL)
+        for child in self.children:
+            if child.process is not None:
+                try:
+                    child.process.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    logging.error("launch: %s (pid %d) did not die on SIGKILL",
+                                  child.spec.name, child.process.pid)
+            child.drop_spare()

@@ -1,0 +1,61 @@
+"""Assembly: the algorithm, learner, driver and learner loop, built from gin.
+
+Every size rule is checked while building, before any thread starts.
+"""
+
+import functools
+import os
+from typing import Callable, Optional
+
+import tensorflow as tf
+
+from alf_async.algorithms import PPOAlgorithm
+from alf_async.learning.devices import create_strategy, op_threads, worker_index
+from alf_async.drivers import AsyncOffPolicyDriver
+from alf_async.environments import create_environment
+from alf_async.learning.learner import Learner
+from alf_async.learning.prefetch import LearnerLoop
+from alf_async.remote import ReverbService
+
+
+def build(algorithm_class: Callable = PPOAlgorithm, seed: Optional[int] = None,
+          serve_port: Optional[int] = None, root_dir: Optional[str] = None):
+    """Builds the algorithm, learner, driver and learner loop from the gin configuration.
+
+    With `serve_port`, the driver takes its unrolls from actor processes
+    through a `ReverbService` listening there (0: a free port). In `root_dir`
+    (None: nowhere) go a replay buffer saved with `ReplayBuffer.save_buffer`
+    (`replay/`; a worker of a multi-worker learner other than the chief adds
+    `_worker<i>`) and the stacks of a learner's stalls (`stalls/`).
+
+    Returns:
+        `(algorithm, learner, driver, loop)`; the driver is not started.
+    """
+    op_threads()  # first: TensorFlow's pools are sized before its first op
+    strategy = create_strategy()  # a multi-worker strategy must precede other ops
+    worker = worker_index(strategy)
+    if seed is not None:
+        tf.random.set_seed(seed)
+        seed += 1_000_000 * worker  # each worker's envs their own
+    replay_dir = root_dir and os.path.join(root_dir, "replay")
+    if replay_dir and worker:
+        replay_dir = f"{replay_dir}_worker{worker}"  # each worker's buffer its own
+    env_factory = lambda i: create_environment(seed=None if seed is None else seed + 1000 * i)
+    probe = env_factory(0)
+    with strategy.scope():
+        algorithm = algorithm_class(probe.time_step_spec(), probe.action_spec())
+    probe.close()
+    learner = Learner(algorithm, strategy, seed=seed)
+    remote = None
+    if serve_port is not None:
+        remote = functools.partial(ReverbService, variables=algorithm.variables,
+                                   version=learner.train_step, port=serve_port)
+    driver = AsyncOffPolicyDriver(env_factory, algorithm, learner.train_step, seed=seed,
+                                  remote=remote, replay_dir=replay_dir,
+                                  env_steps=learner.env_steps)
+    learner.check_batch_shape(*driver.learn_batch_shape)
+    loop = LearnerLoop(learner, driver.feed,
+                       stacks_dir=root_dir and os.path.join(root_dir, "stalls"))
+    driver.attach(loop)  # run_async() (ALF's name) runs the loop
+    driver.pace.configure_ops()  # deterministic mode: ops that reduce in a fixed order
+    return algorithm, learner, driver, loop

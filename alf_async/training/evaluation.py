@@ -1,0 +1,150 @@
+"""Greedy evaluation episodes and the exported policy."""
+
+import os
+from typing import Callable, Tuple
+
+import numpy as np
+import tensorflow as tf
+from absl import logging
+from tf_agents.specs import tensor_spec
+from tf_agents.trajectories import time_step as ts
+
+from alf_async import quiet
+from alf_async.training import files
+
+
+def run_episodes(policy_fn: Callable, env, num_episodes: int,
+                 max_steps: int = 100_000) -> Tuple[float, float]:
+    """Runs `num_episodes` episodes on a batched env; returns mean return and length.
+
+    Each of the B sub-envs contributes a fixed number of its first episodes
+    (`num_episodes / B`, the remainder to the first ones), whatever their
+    length: counting the first episodes to *finish* would favour short ones.
+
+    Args:
+        policy_fn: `(observation [B, ...], step_type [B]) -> action [B]`.
+        env: a batched tf-agents `PyEnvironment` whose sub-envs play in parallel.
+        num_episodes: episodes to average.
+        max_steps: bound on env steps, in case a policy never ends an episode;
+            reaching it averages the episodes finished by then (with a warning).
+    """
+    batch_size = env.batch_size
+    quota = np.full(batch_size, num_episodes // batch_size)
+    quota[:num_episodes % batch_size] += 1
+    time_step = env.reset()
+    returns = np.zeros(batch_size)
+    lengths = np.zeros(batch_size, np.int64)
+    finished = []
+    for _ in range(max_steps):
+        action = np.asarray(policy_fn(time_step.observation, time_step.step_type))
+        time_step = env.step(action)
+        playing = time_step.step_type != ts.StepType.FIRST
+        returns += np.where(playing, time_step.reward, 0.0)
+        lengths += playing
+        last = time_step.step_type == ts.StepType.LAST
+        counted = last & (quota > 0)
+        finished.extend(zip(returns[counted], lengths[counted]))
+        quota -= counted
+        returns[last] = 0.0
+        lengths[last] = 0
+        if not quota.any():
+            break
+    if not finished:
+        raise RuntimeError(f"No episode finished within max_steps={max_steps}")
+    if quota.any():
+        logging.warning("%d of %d episodes unfinished after max_steps=%d: averaging the rest",
+                        quota.sum(), num_episodes, max_steps)
+    mean_return, mean_length = np.mean(finished, axis=0)
+    return float(mean_return), float(mean_length)
+
+
+class GreedyPolicy(tf.Module):
+    """The algorithm's greedy policy (`act(..., greedy=True)`), as a SavedModel.
+
+    Feed-forward algorithms: one function, `action(observation)`, batched
+    along the first axis. Recurrent ones: `initial_state(batch_size)` returns
+    the policy state (a list of `[batch_size, ...]` tensors), and
+    `action(observation, step_type, state)` returns `(action, next_state)`;
+    the state resets itself where `step_type` is FIRST. Either needs only
+    TensorFlow (TF Probability's ops are plain TF ops) to load and run.
+    `greedy_actions()` hides the difference. Built from the `Algorithm`
+    contract alone: whatever passes `check_algorithm` exports.
+    """
+
+    def __init__(self, algorithm):
+        super().__init__(name="greedy_policy")
+        # The variables alone are tracked (saved); the algorithm stays out of the
+        # SavedModel's object graph, whose walk through every network and layer
+        # was most of the export's time.
+        self._policy_variables = tuple(algorithm.variables)
+        self._act = algorithm.act
+        self._state_spec = algorithm.policy_state_spec
+        spec = tensor_spec.from_spec(algorithm.time_step_spec.observation)
+        observation = tf.TensorSpec([None, *spec.shape], spec.dtype, name="observation")
+        # autograph=False throughout: as the driver's functions, for start-up time.
+        if not algorithm.recurrent:
+            self.action = tf.function(self._action, input_signature=[observation],
+                                      autograph=False)
+            return
+        state = [tf.TensorSpec([None, *s.shape], s.dtype)
+                 for s in tf.nest.flatten(self._state_spec)]
+        self.initial_state = tf.function(self._initial_state, autograph=False,
+                                         input_signature=[tf.TensorSpec([], tf.int32)])
+        self.action = tf.function(self._recurrent_action, autograph=False, input_signature=[
+            observation, tf.TensorSpec([None], tf.int32, name="step_type"), state])
+
+    def _initial_state(self, batch_size):
+        return [tf.zeros(tf.concat([[batch_size], s.shape], 0), s.dtype)
+                for s in tf.nest.flatten(self._state_spec)]
+
+    def _action(self, observation):
+        batch_size = tf.shape(tf.nest.flatten(observation)[0])[0]
+        state = tf.nest.pack_sequence_as(self._state_spec, self._initial_state(batch_size))
+        step_type = tf.fill([batch_size], tf.constant(ts.StepType.MID, tf.int32))
+        action, _, _ = self._act(observation, step_type, state, greedy=True)
+        return action
+
+    def _recurrent_action(self, observation, step_type, state):
+        first = tf.equal(step_type, ts.StepType.FIRST)
+        state = [tf.where(tf.reshape(first, [-1] + [1] * (s.shape.rank - 1)), tf.zeros_like(s), s)
+                 for s in state]
+        state = tf.nest.pack_sequence_as(self._state_spec, state)
+        action, state, _ = self._act(observation, step_type, state, greedy=True)
+        return action, tf.nest.flatten(state)
+
+
+def greedy_actions(policy, batch_size: int) -> Callable:
+    """`(observation, step_type) -> action` for `run_episodes`.
+
+    Args:
+        policy: a `GreedyPolicy` or the SavedModel loaded from one; a
+            recurrent one's state is carried from call to call.
+        batch_size: observations per call.
+    """
+    if not hasattr(policy, "initial_state"):
+        return lambda observation, _: policy.action(observation)
+    state = policy.initial_state(batch_size)
+
+    def act(observation, step_type):
+        nonlocal state
+        action, state = policy.action(observation, np.asarray(step_type, np.int32), state)
+        return action
+
+    return act
+
+
+def export_policy(algorithm, directory: str) -> str:
+    """Saves the greedy policy as a TensorFlow SavedModel at `directory/policy`.
+
+    The SavedModel is written beside it and moved in place complete
+    (`files.replace_directory`): a stop part-way leaves the previous policy
+    whole. TensorFlow's own INFO lines about the save (untraced Keras
+    functions, renamed inputs, assets written) are held back; its warnings
+    still show.
+    """
+    path = os.path.join(directory, files.POLICY_DIR)
+    staged = files.staged_directory(path)
+    with quiet.held_back("tensorflow/python"):
+        tf.saved_model.save(GreedyPolicy(algorithm), staged)
+    files.replace_directory(staged, path)
+    return path

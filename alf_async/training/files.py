@@ -1,0 +1,67 @@
+"""Files that a run writes and a later command reads, written whole or not at all.
+
+A reader sees the previous version or the new one, never a part: a text file is
+written beside its destination and renamed over it (`os.replace`, atomic on
+POSIX); a directory (the exported policy) is built beside its destination, and
+the previous one is kept as `<name>.previous` until the new one is in place.
+A stop between those two renames leaves only the previous version, which
+`readable_directory` finds.
+
+Light on purpose (no TensorFlow): the experiment command and `play` use it
+before their heavy imports. Thread-safety: one writer per destination.
+"""
+
+import glob
+import os
+import shutil
+from typing import Optional
+
+POLICY_DIR = "policy"  # the exported SavedModel, in a run's root_dir
+PREVIOUS = ".previous"
+_STAGED = ".partial-"
+
+
+def write_text(path: str, text: str) -> None:
+    """Writes `text` to `path` whole: a reader sees the old file or the new one."""
+    staged = f"{path}{_STAGED}{os.getpid()}"
+    with open(staged, "w") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(staged, path)
+
+
+def staged_directory(path: str) -> str:
+    """An empty directory beside `path` to build its next version in; removes what
+    earlier writers that died left there."""
+    for leftover in glob.glob(f"{glob.escape(path)}{_STAGED}*"):
+        shutil.rmtree(leftover, ignore_errors=True)
+    staged = f"{path}{_STAGED}{os.getpid()}"
+    os.makedirs(os.path.dirname(staged) or ".", exist_ok=True)
+    return staged
+
+
+def replace_directory(staged: str, path: str) -> None:
+    """Puts the complete directory `staged` at `path`, in place of the previous one,
+    which stays whole (as `path.previous`) until `staged` is there."""
+    previous = path + PREVIOUS
+    if os.path.isdir(path):
+        shutil.rmtree(previous, ignore_errors=True)
+        os.rename(path, previous)
+    os.rename(staged, path)
+    shutil.rmtree(previous, ignore_errors=True)
+
+
+def readable_directory(path: str) -> Optional[str]:
+    """`path`, or its previous version where a replacement stopped between its
+    renames; None where there is neither."""
+    for candidate in (path, path + PREVIOUS):
+        if os.path.isdir(candidate):
+            return candidate
+    return None
+
+
+def complete_saved_model(path: str) -> bool:
+    """Whether `path` holds a SavedModel with its graph and its variables' index."""
+    return (os.path.isfile(os.path.join(path, "saved_model.pb"))
+            and os.path.isfile(os.path.join(path, "variables", "variables.index")))

@@ -1,0 +1,37 @@
+"""Whether this process is a warm spare still waiting for its promotion, and the wait.
+
+A warm spare (`alf_async.supervision.spare`) imports a command and may run it
+ahead; the command calls `await_promotion()` before it first acts on the world
+(a port, the state it resumes from, a file it writes). The spare installs its
+gate here; in any other process there is none and both calls return at once.
+
+Thread-safety: `install` runs once, before the command starts; `pending` and
+`await_promotion` may be called from any thread.
+"""
+
+import threading
+from typing import Callable, Optional
+
+_gate: Optional[threading.Event] = None
+_on_promotion: Callable[[], None] = lambda: None
+
+
+def install(gate: threading.Event, on_promotion: Callable[[], None]) -> None:
+    """Makes this process a spare: `gate` is set by the promotion, after which the
+    first `await_promotion()` calls `on_promotion()` (priority, process name)."""
+    global _gate, _on_promotion
+    _gate, _on_promotion = gate, on_promotion
+
+
+def pending() -> bool:
+    """Whether this process is a spare that has not been promoted yet."""
+    return _gate is not None and not _gate.is_set()
+
+
+def await_promotion() -> None:
+    """In a spare, blocks until it is promoted, then runs `on_promotion`; elsewhere
+    returns at once."""
+    if _gate is None:
+        return
+    _gate.wait()
+    _on_promotion()

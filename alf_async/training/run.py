@@ -1,0 +1,219 @@
+"""`train`: assembles a run, resumes it, loops until its budget is spent, saves it.
+
+The pieces live apart: `assembly` builds, `training_loop` iterates and runs
+the hooks, `checkpoints` keeps what survives a restart.
+"""
+
+import os
+import signal
+from typing import Callable, Optional
+
+import gin
+import tensorflow as tf
+from absl import logging
+
+from alf_async.training import checkpoints, promotion
+
+from alf_async.algorithms import PPOAlgorithm
+from alf_async.training.assembly import build
+from alf_async.config import check_writable
+from alf_async.learning.devices import worker_index
+from alf_async.training.signals import SignalStop
+from alf_async.training.loop import (Budget, HookSettings, Hooks, Progress, StopCondition,
+                                     Timeline, iterate)
+
+
+class TrainingInterrupted(Exception):
+    """SIGINT or SIGTERM stopped training; a checkpoint was written first."""
+
+    def __init__(self, signum: int, iteration: int):
+        super().__init__(f"Interrupted by {signal.Signals(signum).name} at iteration "
+                         f"{iteration}; checkpoint saved")
+        self.signum = signum
+
+
+def _finished(root_dir: str, budget: Budget) -> Optional[dict]:
+    """The result of a run in `root_dir` that already spent `budget`, else None."""
+    result = checkpoints.read_result(root_dir)
+    if result is None or not budget.spent(result["iteration"], result["env_steps"],
+                                          result["average_return"]):
+        return None
+    logging.info("%s already finished training at iteration %d (%d env steps): %s kept; "
+                 "raise train.num_env_steps or train.num_iterations to continue it",
+                 root_dir, result["iteration"], result["env_steps"], checkpoints.RESULT_FILE)
+    return result
+
+
+def _build_touches_the_run() -> bool:
+    """Whether building reads the run's state (a replay buffer kept on disk with
+    `ReplayBuffer.save_buffer`) or binds a port (a multi-worker learner's, from
+    `TF_CONFIG`): a warm spare then builds only once promoted."""
+    if os.environ.get("TF_CONFIG"):
+        return True
+    try:
+        return bool(gin.query_parameter("alf_async.ReplayBuffer.save_buffer"))
+    except ValueError:  # not bound
+        return False
+
+
+def _build(algorithm_class, seed, serve_port, root_dir: str, timeline: Timeline):
+    """`build()`; in a warm spare (`alf_async.supervision.spare`), ahead of its promotion where it
+    can, with the update compiled and run once (`Learner.warm_up`).
+
+    Nothing of the run's state is read before the promotion: the checkpoint
+    is restored and the Reverb port bound after it.
+    """
+    if _build_touches_the_run():
+        promotion.await_promotion()
+    built = build(algorithm_class, seed, serve_port, root_dir)
+    if promotion.pending():
+        timeline.mark("build ahead")
+        _, learner, driver, _ = built
+        learner.warm_up(driver.example_batch())
+        timeline.mark("update warmed up")
+        logging.info("Warm spare ready (built, update warmed up); waiting for its promotion")
+        promotion.await_promotion()
+        timeline.mark("wait for the promotion")
+    return built
+
+
+def _start(algorithm, learner, driver, timeline: Timeline) -> None:
+    """Compiles the learner's update, then starts the driver: TensorFlow's
+    optimising the update in its first run overlaps the first collection."""
+    logging.info("Training %s: %s, %d learner replica(s) on %s", type(algorithm).__name__,
+                 driver.describe(), learner.strategy.num_replicas_in_sync,
+                 ", ".join(learner.devices))
+    learner.trace(driver.example_batch())
+    timeline.mark("update compiled")
+    driver.start()
+
+
+def _result(driver, learner, counters: checkpoints.Counters, progress: Progress) -> dict:
+    reached = int(counters.reached_env_steps)
+    return dict(iteration=int(counters.iteration), env_steps=int(counters.env_steps),
+                episodes=int(counters.episodes),
+                average_return=checkpoints.finite(driver.stats.averages()[0]),
+                frames_per_sec=progress.whole_run_frames_per_sec(), seconds=progress.elapsed(),
+                seconds_to_report_return=progress.reached(),
+                env_steps_to_report_return=reached if reached >= 0 else None,
+                optimizer_steps=int(learner.optimizer.iterations.numpy()),
+                learning_rate=float(learner.optimizer.learning_rate.numpy()))
+
+
+def _train_loop(learner, driver, loop, hooks: Hooks, done: StopCondition, config: str,
+                timeline: Timeline, summary_interval: int) -> None:
+    """Iterates under the summary writer's interval; stops the driver whatever happens."""
+    try:
+        with tf.summary.record_if(lambda: tf.equal(learner.train_step % summary_interval, 0)):
+            tf.summary.text("config/operative_gin", config, step=learner.train_step)
+            iterate(loop, hooks, done, timeline)
+            with tf.summary.record_if(True):  # the final state, whatever the interval
+                hooks.write_metrics()
+    finally:
+        driver.stop()
+
+
+@gin.configurable(module="alf_async")
+def train(root_dir: str,
+          algorithm_class: Callable = PPOAlgorithm,
+          num_iterations: Optional[int] = None,
+          num_env_steps: Optional[int] = 1_000_000,
+          stop_at_return: Optional[float] = None,
+          report_return: Optional[float] = 475.0,
+          seed: Optional[int] = None,
+          summary_interval: int = 10,
+          checkpoint_interval: int = 100,
+          checkpoint_retries: int = 3,
+          max_checkpoints: int = 3,
+          log_interval_secs: float = 5.0,
+          eval_interval: int = 0,
+          num_eval_episodes: int = 10,
+          serve_port: Optional[int] = None) -> dict:
+    """Trains `algorithm_class` with an `AsyncOffPolicyDriver` until done.
+
+    Re-running with the same `root_dir` resumes from its latest checkpoint;
+    the budget counts from the very first run, and a run that already spent
+    it says so and returns its `result.json` untouched. A run that ends
+    without a signal writes its final metrics to `root_dir/result.json`.
+
+    Args:
+        root_dir: where summaries (`train/`), checkpoints and the operative
+            gin config go.
+        algorithm_class: `fn(time_step_spec, action_spec)` -> algorithm.
+        num_iterations: stop after this many learner iterations (None: no limit).
+        num_env_steps: stop after this many env steps (None: no limit).
+        stop_at_return: stop once the average return reaches it (None: never).
+        report_return: log when the average return first reaches it (kept
+            across resumes).
+        seed: global seed for TensorFlow and the envs (None: random).
+        summary_interval: iterations between summaries (the average return
+            against env steps is written every iteration).
+        checkpoint_interval: iterations between checkpoints.
+        checkpoint_retries: failed checkpoint writes in a row that training
+            survives (each is one error line, the previous checkpoint stays);
+            one more stops it (0: stop at the first).
+        max_checkpoints: checkpoints kept on disk.
+        log_interval_secs: seconds between console progress lines.
+        eval_interval: iterations between greedy evaluations (0: none).
+        num_eval_episodes: episodes per evaluation, played in parallel on a
+            separate env.
+        serve_port: collect with actor processes (`python -m alf_async.actor
+            --server=THIS_HOST:PORT`) through a Reverb server on this port
+            (0: a free one) instead of env threads here (None).
+
+    Returns:
+        Final metrics: iteration, env_steps, episodes, average_return (None
+        before any episode ends), frames_per_sec and seconds (of the whole root_dir,
+        over every run that continued it),
+        seconds_to_report_return and env_steps_to_report_return (None if not
+        reached), optimizer_steps and learning_rate.
+    """
+    root_dir = check_writable(root_dir)
+    budget = Budget(num_iterations, num_env_steps, stop_at_return)
+    finished = _finished(root_dir, budget)
+    if finished is not None:
+        return finished
+    with SignalStop() as interrupt:  # from here on: a signal during start-up stops cleanly too
+        timeline = Timeline()
+        algorithm, learner, driver, loop = _build(algorithm_class, seed, serve_port, root_dir,
+                                                  timeline)
+        finished = _finished(root_dir, budget)  # a warm spare's run may be over
+        if finished is not None:
+            driver.stop()
+            return finished
+        worker = worker_index(learner.strategy)  # 0: the chief, which writes everything
+        counters = checkpoints.Counters(learner, driver.stats.window)
+        checkpoint = tf.train.Checkpoint(algorithm=algorithm, learner=learner, counters=counters)
+        manager = checkpoints.checkpoint_manager(checkpoint, root_dir, worker, max_checkpoints)
+        checkpoints.restore(root_dir, checkpoint, counters)
+        driver.stats.resume(counters.kept_episodes())
+        config = checkpoints.write_config(root_dir) if worker == 0 else ""
+        writer = (tf.summary.create_file_writer(os.path.join(root_dir, "train")) if worker == 0
+                  else tf.summary.create_noop_writer())
+        progress = Progress(counters, report_return)
+        hooks = Hooks(algorithm, learner, driver, loop, counters, manager, progress, HookSettings(
+            summary_interval, checkpoint_interval, checkpoint_retries,
+            eval_interval if worker == 0 else 0,
+            num_eval_episodes, log_interval_secs, num_env_steps, seed))
+        timeline.mark("build")
+        _start(algorithm, learner, driver, timeline)
+        interrupt.call_on_signal(driver.request_stop)  # ends a wait for data at once
+        timeline.mark("compile", " (" + ", ".join(
+            f"{name} {seconds:.2f} s" for name, seconds in driver.compile_seconds.items()) + ")")
+        with writer.as_default():
+            done = StopCondition(counters, budget, interrupt, learner.all_workers_sum)
+            _train_loop(learner, driver, loop, hooks, done, config, timeline, summary_interval)
+        timeline.mark("training")
+        progress.sync()
+        counters.keep_episodes(driver.stats.recent())
+        checkpoints.save_and_export(manager, counters, algorithm, root_dir, worker)
+        writer.flush()
+        timeline.mark("checkpoint and export")
+        timeline.log()
+        result = _result(driver, learner, counters, progress)
+        if interrupt.signum is not None:
+            raise TrainingInterrupted(interrupt.signum, result["iteration"])
+        if worker == 0:
+            checkpoints.write_result(root_dir, result)
+    logging.info("Training done: %s", result)
+    return result
