@@ -5,10 +5,11 @@ learner's policy and sends them to the learner's Reverb server.
         --gin_file=gin_configs/ppo_remote.gin
 
 Use the learner's --gin_file and --gin_param; the learner runs
-`python -m alf_async.train ... --serve_port=PORT`. Exit status: 0 when the
-learner is gone (training over) or on SIGINT/SIGTERM after the current
-unroll, 1 when an env or actor thread failed, 2 for a bad setting or a
-learner that never answered.
+`python -m alf_async.train ... --serve_port=PORT`. Exit status: 0 on SIGINT or
+SIGTERM (after the current unroll), 1 when an env or actor thread failed, 2 for
+a bad setting or a learner that never answered (`connect_timeout_secs`), 3 when
+the learner stopped answering for `server_timeout_secs` (its training ended, or
+it failed), whatever the actor was waiting in.
 """
 
 import sys
@@ -65,11 +66,13 @@ def main(argv) -> None:
 
 
 def _build_actor(should_stop):
-    """The ActorProcess the flags describe; exit status 2 for a bad setting or no learner."""
+    """The ActorProcess the flags describe; exit status 2 for a bad setting or no learner,
+    3 for a learner that stopped answering before the first weights came."""
     # pylint: disable=import-outside-toplevel
     from alf_async.algorithms import PPOAlgorithm
     from alf_async.learning.devices import op_threads
-    from alf_async.remote.actor_process import ActorProcess, LearnerGone
+    from alf_async.remote.actor_process import ActorProcess, LearnerGone, LearnerNeverAnswered
+    from alf_async.remote.learner_watch import EXIT_LEARNER_GONE
 
     try:
         config.parse_config(FLAGS.gin_file, FLAGS.gin_param)
@@ -77,24 +80,27 @@ def _build_actor(should_stop):
         return ActorProcess(FLAGS.server, FLAGS.task,
                             config.configured("alf_async.train.algorithm_class", PPOAlgorithm),
                             seed=config.configured("alf_async.train.seed", None),
-                            should_stop=should_stop)
-    except (ValueError, LearnerGone, ImportError) as error:
+                            should_stop=should_stop, ends_process=True)
+    except (ValueError, LearnerNeverAnswered, ImportError) as error:
         logging.error("Actor task %d: %s", FLAGS.task, error)
         sys.exit(2)
+    except LearnerGone as gone:
+        logging.error("Actor task %d: %s", FLAGS.task, gone)
+        sys.exit(EXIT_LEARNER_GONE)
 
 
 def _run(actor, should_stop) -> None:
-    """Sends unrolls until `should_stop()` or the learner is gone; exits 1 or 2 on failure."""
+    """Sends unrolls until `should_stop()` or the learner is gone; exits 1, 2 or 3 on failure."""
     # pylint: disable=import-outside-toplevel
     from alf_async.errors import ThreadError
     from alf_async.remote.actor_process import LearnerGone
+    from alf_async.remote.learner_watch import EXIT_LEARNER_GONE
 
     try:
         sent = actor.run(should_stop)
         logging.info("Actor task %d stopped by a signal after %d unrolls", FLAGS.task, sent)
-    except LearnerGone as gone:
-        logging.info("Actor task %d exits after %d unrolls: %s", FLAGS.task,
-                     actor.unrolls_sent, gone)
+    except LearnerGone:  # its line is written (`ActorProcess.run`)
+        sys.exit(EXIT_LEARNER_GONE)
     except ThreadError as error:
         logging.error("Actor task %d: %s", FLAGS.task, error, exc_info=error.__cause__)
         sys.exit(1)

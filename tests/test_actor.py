@@ -37,17 +37,18 @@ class _Processes:
         self._tmp_path = tmp_path
         self.procs = {}
 
-    def start(self, name, args):
+    def start(self, name, args, nice=0):
         log = open(self._tmp_path / f"{name}.log", "w")
         self.procs[name] = subprocess.Popen([sys.executable, "-m", *args], cwd=ROOT,
-                                            stdout=log, stderr=subprocess.STDOUT)
+                                            stdout=log, stderr=subprocess.STDOUT,
+                                            preexec_fn=(lambda: os.nice(nice)) if nice else None)
         log.close()
         return self.procs[name]
 
-    def actor(self, task, port, params=SMALL):
+    def actor(self, task, port, params=SMALL, nice=0):
         return self.start(f"actor{task}", [
             "alf_async.actor", f"--server=127.0.0.1:{port}", f"--task={task}",
-            f"--gin_file={GIN_FILE}", *[f"--gin_param={p}" for p in params]])
+            f"--gin_file={GIN_FILE}", *[f"--gin_param={p}" for p in params]], nice)
 
     def log(self, name):
         return (self._tmp_path / f"{name}.log").read_text()
@@ -123,7 +124,7 @@ def test_actors_die_join_and_leave_while_the_learner_goes_on(learner, processes)
     assert "stopped by a signal" in processes.log("actor1")
 
     learner.stop()  # the learner goes away: the last actor ends by itself
-    assert newcomer.wait(timeout=3.0 + 30) == 0
+    assert newcomer.wait(timeout=3.0 + 30) == 3
     assert "has not answered for 3 s" in processes.log("actor2")
 
 
@@ -192,5 +193,45 @@ def test_a_learner_and_two_actor_processes_train_cartpole_to_475(tmp_path, proce
     assert "Average return reached 475.0" in log
     result = re.search(r"Training done: .*'average_return': ([\d.]+)", log)
     assert float(result.group(1)) >= 475.0
-    for task, actor in enumerate(actors):
-        assert actor.wait(timeout=60) == 0, processes.log(f"actor{task}")[-2000:]
+    for task, actor in enumerate(actors):  # the learner is gone: 3, after 5 s of silence
+        assert actor.wait(timeout=60) == 3, processes.log(f"actor{task}")[-2000:]
+
+
+def _learner_process(processes, root):
+    """A learner process serving a free port; returns (process, port)."""
+    learner = processes.start("learner", [
+        "alf_async.train", f"--gin_file={GIN_FILE}", f"--root_dir={root}", "--serve_port=0",
+        "--gin_param=train.num_env_steps=100000000",
+        "--gin_param=create_environment.num_parallel_environments=8"])
+    deadline, port = time.time() + 120, None
+    while port is None and time.time() < deadline and learner.poll() is None:
+        found = re.search(r"listening on port (\d+)", processes.log("learner"))
+        port = found and int(found.group(1))
+        time.sleep(0.5)
+    assert port, processes.log("learner")[-2000:]
+    return learner, port
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+def test_a_starved_actor_ends_when_its_learner_is_killed(tmp_path, processes):
+    """The actor at the lowest priority beside a busy loop on each core; the learner
+    SIGKILLed while the actor sends: it ends within its timeout, with status 3."""
+    learner, port = _learner_process(processes, tmp_path / "run")
+    actor = processes.actor(0, port, ["create_environment.num_parallel_environments=8",
+                                      "ActorProcess.server_timeout_secs=5.0"], nice=19)
+    deadline = time.time() + 240
+    while "| env steps" not in processes.log("learner"):
+        assert time.time() < deadline and actor.poll() is None, processes.log("actor0")[-2000:]
+        time.sleep(0.5)
+    for core in range(os.cpu_count() or 2):
+        processes.start(f"busy{core}", ["timeit", "-n", "1000000000", "pass"])
+    time.sleep(2.0)
+    os.kill(learner.pid, signal.SIGKILL)
+    killed = time.time()
+    assert actor.wait(timeout=5.0 + 10.0 + 60) == 3, processes.log("actor0")[-2000:]
+    assert time.time() - killed < 5.0 + 10.0 + 60
+    errors = [line for line in processes.log("actor0").splitlines()
+              if line.startswith("E") or "exiting" in line]
+    assert len(errors) == 1 and ("has not answered for 5 s" in errors[0]
+                                 or "no answer for" in errors[0]), errors

@@ -22,11 +22,16 @@ from alf_async.environments import create_environment
 from alf_async.experience import Unroll
 from alf_async.remote import weights
 from alf_async.extras import import_reverb
+from alf_async.remote.learner_watch import LearnerWatch
 from alf_async.remote.service import UNROLLS, RemoteUnroll
 
 
 class LearnerGone(RuntimeError):
     """The learner's server stopped answering for `server_timeout_secs`."""
+
+
+class LearnerNeverAnswered(LearnerGone):
+    """No learner answered at `--server` within `connect_timeout_secs`."""
 
 
 # A wait this long or longer is no limit: the launch's actors wait for their learner
@@ -48,8 +53,10 @@ class WeightsPuller(threading.Thread):
     """
 
     def __init__(self, client: Callable, variables, version: tf.Variable,
-                 interval_secs: float, timeout_secs: float):
+                 interval_secs: float, timeout_secs: float,
+                 on_contact: Callable[[], None] = lambda: None):
         super().__init__(name="WeightsPuller", daemon=True)
+        self._on_contact = on_contact  # the server answered a pull
         self._client, self._variables, self._version = client, variables, version
         self._interval, self._timeout = interval_secs, timeout_secs
         self._wake, self._stopping = threading.Event(), threading.Event()
@@ -84,6 +91,7 @@ class WeightsPuller(threading.Thread):
         except Exception as error:  # pylint: disable=broad-except
             log_failure("Pulling weights failed: %s", error)
             return None
+        self._on_contact()
         if pulled is not None:
             self._version.assign(pulled.version)
             self.stamp = pulled
@@ -107,6 +115,7 @@ class ActorProcess:
     _FLUSH_MS = 200  # longest a write waits before checking for a stop
     _PULL_TIMEOUT_SECS = 2.0  # longest a weight pull waits for the server
     _RECONNECT_POLL_SECS = 0.2  # between tries of a fresh connection
+    _CLEAN_UP_SECS = 10.0  # longest the clean-up after the learner is gone may take
 
     def __init__(self, server: str, task: int, algorithm_class: Callable,
                  seed: Optional[int] = None,
@@ -115,7 +124,8 @@ class ActorProcess:
                  server_timeout_secs: float = 30.0,
                  connect_timeout_secs: float = 300.0,
                  env_factory: Optional[Callable] = None,
-                 should_stop: Callable[[], bool] = lambda: False):
+                 should_stop: Callable[[], bool] = lambda: False,
+                 ends_process: bool = False):
         """
         Args:
             server: `HOST:PORT` of the learner's Reverb server.
@@ -132,6 +142,9 @@ class ActorProcess:
                 seeded per task and env.
             should_stop: polled while waiting for the first weights; True
                 ends the wait (`StoppedBeforeStart`).
+            ends_process: the actor command's: a learner silent past the
+                timeouts (plus a grace) ends the process, whatever call it
+                is blocked in (`LearnerWatch`).
 
         Raises:
             ValueError: a bad `task`, or weights that do not fit the algorithm.
@@ -150,9 +163,17 @@ class ActorProcess:
         algorithm = algorithm_class(probe.time_step_spec(), probe.action_spec())
         probe.close()
         version = tf.Variable(-1, dtype=tf.int64, trainable=False)
+        self.watch = LearnerWatch(f"Actor task {task}, learner at {server}",
+                                  server_timeout_secs, connect_timeout_secs,
+                                  ends_process=ends_process)
         self.puller = WeightsPuller(lambda: self._client, algorithm.variables, version,
-                                    pull_interval_secs, self._PULL_TIMEOUT_SECS)
-        self._await_first_weights(connect_timeout_secs, should_stop)
+                                    pull_interval_secs, self._PULL_TIMEOUT_SECS,
+                                    on_contact=self.watch.contact)
+        self.watch.arm()
+        try:
+            self._await_first_weights(should_stop)
+        finally:
+            self.watch.disarm()
         collection = local_collection(env_factory, algorithm, version, task)
         # Every env of its own: `EpisodeStats.counted_envs` names the learner's env ids.
         stats = EpisodeStats(collection.num_streams, collection.batch_size, counted_envs=None)
@@ -168,12 +189,14 @@ class ActorProcess:
         tf.random.set_seed(seed + 7919 * self.task)
         return lambda i: create_environment(seed=seed + 1000 * i + 100_000 * (self.task + 1))
 
-    def _await_first_weights(self, timeout_secs: float, should_stop: Callable[[], bool]) -> None:
+    def _await_first_weights(self, should_stop: Callable[[], bool]) -> None:
+        """Pulls until the first weights come; `connect_timeout_secs` bounds the wait for
+        a first answer, `server_timeout_secs` a silence after one."""
+        limit = self.watch.limit()
         logging.info("Actor task %d: waiting %s for the learner's weights at %s", self.task,
-                     "as long as it takes" if timeout_secs >= NO_LIMIT_SECS
-                     else f"up to {timeout_secs:.0f} s", self.server)
-        deadline = time.monotonic() + timeout_secs
-        while time.monotonic() < deadline:
+                     "as long as it takes" if limit >= NO_LIMIT_SECS else f"up to {limit:.0f} s",
+                     self.server)
+        while self.watch.silence() <= self.watch.limit():
             if should_stop():
                 raise StoppedBeforeStart(f"actor task {self.task}: stopped before any weights")
             pulled = self.puller.pull_once(log_failure=logging.debug)  # not up yet: normal
@@ -185,9 +208,13 @@ class ActorProcess:
                              pulled.version, self.server)
                 return
             time.sleep(1.0)
-        raise LearnerGone(f"no weights from a learner at --server={self.server} within "
-                          f"{timeout_secs:.0f} s (is `alf_async.train --serve_port` running "
-                          f"there, and reachable?)")
+        if self.watch.last_contact is not None:
+            raise LearnerGone(f"the learner at {self.server} has not answered for "
+                              f"{self.watch.limit():.0f} s (stopped or failed)")
+        raise LearnerNeverAnswered(
+            f"no weights from a learner at --server={self.server} within "
+            f"{self.watch.limit():.0f} s (is `alf_async.train --serve_port` running there, "
+            f"and reachable?)")
 
     def run(self, should_stop: Callable[[], bool]) -> int:
         """Collects until `should_stop()` or the learner is gone; returns unrolls sent.
@@ -199,6 +226,7 @@ class ActorProcess:
         """
         self.collector.start()
         self.puller.start()
+        self.watch.arm()
         try:
             while not should_stop():
                 self._send(self.collector.take(1))
@@ -207,7 +235,13 @@ class ActorProcess:
                 self.unrolls_sent += 1
                 if self._pull_every and self.unrolls_sent % self._pull_every == 0:
                     self.puller.request()
+        except LearnerGone as gone:
+            logging.error("Actor task %d exits after %d unrolls: %s", self.task,
+                          self.unrolls_sent, gone)
+            self.watch.end_within(self._CLEAN_UP_SECS)  # a starved clean-up is cut short
+            raise
         finally:
+            self.watch.disarm()
             self.puller.stop()
             try:
                 self.collector.stop(AsyncOffPolicyDriver.STOP_GRACE_SECS)
@@ -248,10 +282,12 @@ class ActorProcess:
         while not should_stop():
             try:
                 self._writer.flush(timeout_ms=self._FLUSH_MS)
+                self.watch.contact()
                 return True
             except (self._reverb.errors.DeadlineExceededError, RuntimeError):
                 pass
             if self._reachable():  # a full queue: the learner sets the pace
+                self.watch.contact()
                 last_contact = time.monotonic()
             elif not self._reconnect(should_stop, last_contact):
                 return False
@@ -280,6 +316,7 @@ class ActorProcess:
                 del client
                 time.sleep(self._RECONNECT_POLL_SECS)
                 continue
+            self.watch.contact()
             self._client = client
             self._writer = client.trajectory_writer(num_keep_alive_refs=1)
             logging.info("Actor task %d: reconnected to the learner at %s", self.task,
