@@ -11,7 +11,7 @@ and prints it.
 import contextlib
 import sys
 import threading
-from typing import Callable
+from typing import Callable, Tuple
 
 import tensorflow as tf
 
@@ -92,3 +92,26 @@ class StarvationWatchdog:
     def _starved(self) -> None:
         self._fail(LearnerStarvedError(f"No learn batch within learner_queue_timeout="
                                        f"{self._timeout}s: {self._diagnose()}"))
+
+
+def protocol_members(protocol: type) -> Tuple[str, ...]:
+    """The public members a `typing.Protocol` declares: its annotated attributes and
+    its methods, in declaration order."""
+    names = list(getattr(protocol, "__annotations__", {}))
+    names += [name for name, value in vars(protocol).items()
+              if callable(value) and not name.startswith("_") and name not in names]
+    return tuple(names)
+
+
+def check_contract(component, protocol: type, kind: str) -> None:
+    """Raises TypeError naming every member of `protocol` that `component` lacks.
+
+    Args:
+        component: an algorithm, a collection, a batch source, ...
+        protocol: the `typing.Protocol` it must follow.
+        kind: what it is, for the message (`an alf_async algorithm`).
+    """
+    missing = [name for name in protocol_members(protocol) if not hasattr(component, name)]
+    if missing:
+        raise TypeError(f"{type(component).__name__} is not {kind}: it lacks "
+                        f"{', '.join(missing)} (see {protocol.__module__}.{protocol.__name__})")

@@ -51,3 +51,16 @@ def test_no_gin_file_is_refused_with_the_shipped_configs_listed():
 def test_a_far_off_name_gets_no_suggestion(tmp_path):
     with pytest.raises(ValueError, match=r"does not exist$"):
         config.check_gin_files([str(tmp_path / "zzz.gin")])
+
+
+@pytest.mark.parametrize("name", sorted(n for n in os.listdir(os.path.join(ROOT, "gin_configs"))
+                                         if n.endswith(".gin")))
+def test_every_shipped_config_parses_against_the_configurables(name):
+    # pylint: disable=import-outside-toplevel,unused-import
+    import alf_async.remote.actor_process  # noqa: F401  ActorProcess, ReverbService
+    import alf_async.training.run  # noqa: F401  train and what it builds
+    try:
+        config.parse_config([os.path.join(ROOT, "gin_configs", name)], [])
+        assert callable(config.configured("alf_async.train.algorithm_class", None))
+    finally:
+        gin.clear_config()

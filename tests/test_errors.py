@@ -55,3 +55,30 @@ def test_the_first_error_recorded_wins_and_the_queues_close():
     assert coord.should_stop() and closed == [1, 2]
     with pytest.raises(ThreadError, match="EnvThread0 failed: boom"):
         coord.raise_requested_exception()
+
+
+def test_a_contract_is_read_off_its_protocol_and_a_missing_member_is_named():
+    from typing import Protocol  # pylint: disable=import-outside-toplevel
+
+    from alf_async.errors import check_contract, protocol_members  # noqa: E402
+
+    class Source(Protocol):
+        weighted: bool
+
+        def next(self) -> int:
+            """The next item."""
+
+        def close(self) -> None:
+            """Releases it."""
+
+    class Half:
+        weighted = False
+
+        def next(self):
+            return 1
+
+    assert protocol_members(Source) == ("weighted", "next", "close")
+    with pytest.raises(TypeError, match=r"^Half is not a source: it lacks close \(see .*Source\)"):
+        check_contract(Half(), Source, "a source")
+    Half.close = lambda self: None
+    check_contract(Half(), Source, "a source")

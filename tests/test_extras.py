@@ -33,6 +33,7 @@ def test_require_names_the_setting_and_the_extra():
     ("ppo_mujoco.gin", "mujoco", "create_environment.env_name='HalfCheetah-v4' needs the "
                                  "[mujoco] extra: pip install '.[mujoco]'"),
 ])
+@pytest.mark.slow
 def test_a_config_without_its_extra_is_one_line_and_exit_2(tmp_path, config, blocked, line):
     # A package on the path ahead of the real one that fails to import, as a
     # missing one does after the README's plain `pip install .`.

@@ -30,12 +30,15 @@ def _one_line(result):
     return lines[0]
 
 
-@pytest.mark.parametrize("module", ["alf_async.train", "alf_async.actor", "alf_async.play"])
+@pytest.mark.parametrize("module", ["alf_async.train", "alf_async.actor", "alf_async.play",
+                                    "alf_async.launch", "alf_async.experiment",
+                                    "alf_async.tune"])
 def test_help_exits_0_without_importing_tensorflow(module, no_tensorflow):
     result = command(module, ["--help"], no_tensorflow)
     assert result.returncode == 0, result.stderr
     assert "--gin_file" in result.stdout or module == "alf_async.play"
-    assert "--root_dir" in result.stdout or module == "alf_async.actor"
+    assert "--root_dir" in result.stdout or module in ("alf_async.actor", "alf_async.experiment",
+                                                       "alf_async.tune")
 
 
 def test_help_opens_with_what_the_command_does(no_tensorflow):
@@ -72,6 +75,7 @@ def test_play_without_a_complete_policy_is_one_line_and_exit_2(tmp_path, no_tens
     assert missing.returncode == 2 and "No complete exported policy" in _one_line(missing)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(180)
 def test_a_run_that_fails_at_its_start_leaves_no_root_dir(tmp_path):
     root = tmp_path / "run"

@@ -1,6 +1,7 @@
-"""Algorithms: PPO and V-trace actor-critic (on-policy style), SAC, DQN and R2D2 (from
+"""Algorithms: PPO, A2C and V-trace actor-critic (on-policy style), SAC, DQN and R2D2 (from
 replay), and the estimators they use."""
 
+from alf_async.algorithms.a2c import A2cAlgorithm
 from alf_async.algorithms.dqn import DqnAlgorithm
 from alf_async.algorithms.impala import ImpalaAlgorithm
 from alf_async.algorithms.ppo import PPOAlgorithm

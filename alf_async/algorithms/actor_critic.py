@@ -18,6 +18,12 @@ Samples = Dict[str, tf.Tensor]
 class ActorCriticAlgorithm(tf.Module):
     """An actor network (a distribution over actions) and a value network.
 
+    Plumbing for actor-critic algorithms: networks, acting, normalisation, the
+    time-major layout (`_sequences`), the sample dict (`_samples`), evaluating
+    the networks on samples (`_evaluate`) and adding the loss terms (`_total`).
+    A subclass writes only its ALGO LOGIC, `preprocess` and `loss` (see
+    `a2c.py`, the shortest).
+
     Subclasses turn a learn batch into samples (`preprocess`) and samples into
     per-sample loss terms (`loss`); the `Learner` does the rest. A sample is
     one step (`[N]` leaves) for feed-forward networks, and one unroll

@@ -10,6 +10,8 @@ from typing import Any, Dict, List, Protocol, Sequence, Tuple, runtime_checkable
 
 import tensorflow as tf
 
+from alf_async.errors import check_contract
+
 Nest = Any
 
 
@@ -83,9 +85,6 @@ class Algorithm(Protocol):
         (schedules such as the entropy coefficient or epsilon; may be empty)."""
 
 
-_REQUIRED = ("time_step_spec", "action_spec", "policy_state_spec", "recurrent", "burn_in",
-             "item_terms", "variables_to_train", "loss_groups", "act", "observe",
-             "set_env_steps", "preprocess", "loss", "after_sgd_step", "scalars")
 
 
 def per_item_terms(algorithm, samples: Dict[str, tf.Tensor], columns) -> Dict[str, tf.Tensor]:
@@ -111,7 +110,4 @@ def per_item_terms(algorithm, samples: Dict[str, tf.Tensor], columns) -> Dict[st
 
 def check_algorithm(algorithm) -> None:
     """Raises TypeError naming every member of `Algorithm` that `algorithm` lacks."""
-    missing = [name for name in _REQUIRED if not hasattr(algorithm, name)]
-    if missing:
-        raise TypeError(f"{type(algorithm).__name__} is not an alf_async algorithm: it lacks "
-                        f"{', '.join(missing)} (see alf_async.algorithms.contract.Algorithm)")
+    check_contract(algorithm, Algorithm, "an alf_async algorithm")

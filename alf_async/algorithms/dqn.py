@@ -197,6 +197,7 @@ class DqnAlgorithm(tf.Module):
                 steps.reward, -self._reward_clip, self._reward_clip))
         return steps
 
+    # ---- ALGO LOGIC: what DQN computes from a batch (preprocess, loss) ----
     def preprocess(self, experience, bootstrap) -> Samples:
         """Windows `[S, n, 1, ...]` (bootstrap `[S, 1, ...]`) -> `[S]` samples with targets."""
         steps = self._time_major_steps(experience, bootstrap)  # [n + 1, S]

@@ -52,6 +52,7 @@ class ImpalaAlgorithm(ActorCriticAlgorithm):
         self._lambda = vtrace_lambda
         self._recompute_pg_rho = recompute_pg_rho
 
+    # ---- ALGO LOGIC: what V-trace actor-critic computes from a batch (preprocess, loss) ----
     def preprocess(self, experience, bootstrap) -> Samples:
         """Learn batch (`[Q, T, B, ...]`, bootstrap `[Q, B, ...]`) -> samples."""
         steps, values, mask = self._sequences(experience, bootstrap)

@@ -35,6 +35,7 @@ class PPOAlgorithm(ActorCriticAlgorithm):
         self._lambda = gae_lambda
         self._clip_ratio = clip_ratio
 
+    # ---- ALGO LOGIC: what PPO computes (everything else is inherited plumbing) ----
     def preprocess(self, experience, bootstrap) -> Samples:
         """Turns (a replica's share of) a learn batch into training samples.
 

@@ -129,6 +129,7 @@ class SacAlgorithm(tf.Module):
         action = dist.mode() if greedy else dist.sample(seed=seed)
         return action, policy_state, dist.log_prob(action)
 
+    # ---- ALGO LOGIC: what SAC computes from a batch (preprocess, loss) ----
     def preprocess(self, experience, bootstrap) -> Samples:
         """Windows `[S, L, 1, ...]` (bootstrap `[S, 1, ...]`) -> `[L * S]` transitions."""
         steps = tf.nest.map_structure(layout.time_major_with_bootstrap,

@@ -7,6 +7,7 @@ names what a new source still lacks.
 
 from typing import Any, Dict, List, Optional, Protocol, Tuple, runtime_checkable
 
+from alf_async.errors import check_contract
 from alf_async.experience import LearnBatch
 
 
@@ -55,14 +56,8 @@ class BatchSource(Protocol):
         """Releases what it holds; once no thread calls `next()`."""
 
 
-_REQUIRED = ("shape", "threads", "next", "after_update", "describe", "summaries", "diagnose",
-             "save", "close")
 
 
 def check_batch_source(source) -> None:
     """Raises TypeError naming every member of `BatchSource` that `source` lacks."""
-    missing = [name for name in _REQUIRED if not callable(getattr(source, name, None))]
-    missing += [] if isinstance(getattr(source, "weighted", None), bool) else ["weighted"]
-    if missing:
-        raise TypeError(f"{type(source).__name__} is not a learn-batch source: it lacks "
-                        f"{', '.join(missing)} (see alf_async.batches.contract.BatchSource)")
+    check_contract(source, BatchSource, "a learn-batch source")

@@ -15,12 +15,19 @@ The thread kinds under their public names: `EnvThread`, `ActorThread`,
 `LogThread`, and their base `DriverThread` (`driver_thread.py`).
 """
 
-from alf_async.collection.collector import Collector, LogThread
-from alf_async.collection.driver_thread import DriverThread
-from alf_async.collection.local import LocalCollection
-from alf_async.collection.policy_call import PolicyCall
-from alf_async.collection.remote import RemoteCollection
-from alf_async.collection.threads import ActorThread, EnvThread
+import importlib
 
-__all__ = ["ActorThread", "Collector", "DriverThread", "EnvThread", "LocalCollection",
-           "LogThread", "PolicyCall", "RemoteCollection"]
+# Public name -> the module that holds it, imported on first use (PEP 562): the
+# light modules here (`restart_budget`, `pacing`) do not pull in TensorFlow.
+_HOMES = {
+    "ActorThread": "threads", "EnvThread": "threads", "Collector": "collector",
+    "LogThread": "collector", "DriverThread": "driver_thread", "LocalCollection": "local",
+    "PolicyCall": "policy_call", "RemoteCollection": "remote",
+}
+__all__ = sorted(_HOMES)
+
+
+def __getattr__(name):
+    if name not in _HOMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{_HOMES[name]}"), name)

@@ -7,6 +7,7 @@ collection still lacks.
 
 from typing import Dict, List, Protocol, Tuple, runtime_checkable
 
+from alf_async.errors import check_contract
 from alf_async.experience import Nest
 
 
@@ -52,13 +53,8 @@ class Collection(Protocol):
         """Closes its envs (or service)."""
 
 
-_REQUIRED = ("specs", "batch_size", "num_streams", "joins_own_threads", "queue_sizes",
-             "threads", "describe", "summaries", "busy_fractions", "diagnose", "close")
 
 
 def check_collection(collection) -> None:
     """Raises TypeError naming every member of `Collection` that `collection` lacks."""
-    missing = [name for name in _REQUIRED if not hasattr(collection, name)]
-    if missing:
-        raise TypeError(f"{type(collection).__name__} is not a collection: it lacks "
-                        f"{', '.join(missing)} (see alf_async.collection.contract.Collection)")
+    check_contract(collection, Collection, "a collection")

@@ -354,6 +354,9 @@ class Learner(tf.Module):
 
         return self._strategy.experimental_distribute_values_from_function(shard)
 
+    # ---- PLUMBING from here on: replicas, epochs, minibatches, microbatches, clipping.
+    # The algorithm's own code runs at the two lines marked ALGO LOGIC
+    # (`preprocess`, `loss`); a new algorithm changes nothing in this file.
     @tf.function(autograph=False)  # converting the algorithm's code would take seconds
     def _train(self, experience, bootstrap, weights, policy_version):
         lag = tf.cast(self.train_step - policy_version, tf.float32)
@@ -390,7 +393,7 @@ class Learner(tf.Module):
 
     def _preprocess(self, experience, bootstrap, weights):
         """The algorithm's samples; with weights, each sample's is its column's (`weight`)."""
-        samples = self._algorithm.preprocess(experience, bootstrap)
+        samples = self._algorithm.preprocess(experience, bootstrap)  # ALGO LOGIC: the algorithm's
         if tf.nest.flatten(weights):
             columns = tf.reshape(weights, [-1])  # [Q, B] or [1, W]: the samples' columns
             mask = samples["mask"]  # [T * N] steps, or [N, T'] sequences
@@ -457,7 +460,7 @@ class Learner(tf.Module):
             micro = tf.nest.map_structure(lambda x, i=i: x[i * size:(i + 1) * size], batch)
             scale = micro["mask"] * micro["weight"] if "weight" in micro else micro["mask"]
             with tf.GradientTape(persistent=len(groups) > 1) as tape:
-                terms = self._algorithm.loss(micro)
+                terms = self._algorithm.loss(micro)  # ALGO LOGIC: the algorithm's
                 # Partial sums of the minibatch means: they add up over pieces.
                 sums = {k: tf.reduce_sum(v * scale) / count for k, v in terms.items()}
             piece = [g for term, group in groups for g in tape.gradient(sums[term], group)]

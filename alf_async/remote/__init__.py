@@ -17,10 +17,18 @@
 ```
 
 Needs dm-reverb (`pip install '.[distributed]'`), imported only when a
-server or client is built: importing this package registers the gin
-configurables and costs nothing else.
+server or client is built. `ActorProcess` and `ReverbService` are imported on
+first use (PEP 562), which registers their gin configurables; the light
+`learner_watch` needs no TensorFlow.
 """
 
+import importlib
 
-from alf_async.remote.actor_process import ActorProcess
-from alf_async.remote.service import ReverbService
+_HOMES = {"ActorProcess": "actor_process", "ReverbService": "service"}
+__all__ = sorted(_HOMES)
+
+
+def __getattr__(name):
+    if name not in _HOMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{_HOMES[name]}"), name)

@@ -51,6 +51,7 @@ def test_without_recompute_the_batch_weighted_advantage_is_used_as_it_is():
     np.testing.assert_allclose(algo.loss(s)["pg_loss"].numpy(), want, rtol=1e-4, atol=1e-6)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("recompute", [True, False])
 def test_repeated_passes_over_a_negative_advantage(recompute):
     """SGD on one batch, many times: recomputed, the push fades as the action gets rare.

@@ -114,6 +114,7 @@ def test_actors_read_the_weights_when_requests_arrive_not_when_they_start_waitin
     assert (versions[:, 1:] == 7).all(), versions[:, :, 0]
 
 
+@pytest.mark.slow
 def test_busy_fractions_point_at_the_slow_stage():
     driver = learning_driver(None)
     for env in driver.collection.envs:  # a slow env: the actor mostly waits for it

@@ -94,6 +94,7 @@ print("unrolls", thread.num_unrolls)
 """
 
 
+@pytest.mark.slow
 def test_a_stop_while_an_env_thread_waits_to_send_its_request_cancels_no_reply_wait():
     # In a process of its own: TensorFlow's C++ warnings show there as in a run.
     done = subprocess.run(

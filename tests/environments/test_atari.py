@@ -87,6 +87,7 @@ def test_atari_observations_are_84x84x4_uint8_the_last_four_frames_channels_last
     env.close()
 
 
+@pytest.mark.slow
 def test_breakout_random_play_loses_lives_as_mid_steps_and_reports_full_games():
     env = GymnasiumBatchedEnv("ALE/Breakout-v5", 2, seed=3)
     assert env.observation_spec().shape == (84, 84, 4)

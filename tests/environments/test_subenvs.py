@@ -188,6 +188,7 @@ time.sleep(120)
 """
 
 
+@pytest.mark.slow
 def test_workers_die_with_an_owner_killed_by_sigkill():
     owner = subprocess.Popen([sys.executable, "-c", OWNER], stdout=subprocess.PIPE, text=True)
     pids = []

@@ -246,6 +246,7 @@ def test_actors_end_by_themselves_once_the_learner_is_gone():
     assert isinstance(actor.error, LearnerGone) and "has not answered" in str(actor.error)
 
 
+@pytest.mark.slow
 def test_an_actor_reconnects_with_a_fresh_connection_to_a_restarted_learner(caplog):
     """A connection kept to a server that went away retries on gRPC's backoff only;
     the actor drops it and connects afresh once the learner is back on its port."""
@@ -271,6 +272,7 @@ def test_an_actor_reconnects_with_a_fresh_connection_to_a_restarted_learner(capl
     assert actor.error is None
 
 
+@pytest.mark.slow
 def test_lost_actors_drop_from_actors_alive_and_then_starve_the_learner_with_a_diagnosis():
     driver, _ = _learner(tf.Variable(0, dtype=tf.int64), timeout=4.0, actor_timeout_secs=1.0)
     driver.start()

@@ -13,7 +13,7 @@ watch.contact()  # the learner answered once
 watch.arm()
 if sys.argv[1] == "disarmed":
     watch.disarm()  # the actor ended its wait: nothing to watch
-    time.sleep(3.0)
+    time.sleep(2.0)  # twice the silence that would end an armed watch
     sys.exit(0)
 time.sleep(60)  # a call that waits without a bound
 """

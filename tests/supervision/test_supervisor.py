@@ -54,6 +54,7 @@ def _stop_after(condition):
     return lambda: signal.SIGTERM if condition() else None
 
 
+@pytest.mark.slow
 def test_a_failing_child_is_restarted_until_its_budget_then_run_returns_1(tmp_path, caplog):
     ledger = tmp_path / "ledger"
     supervisor = Supervisor([_spec("learner", tmp_path / "l", "serve", primary=True),
@@ -202,6 +203,7 @@ def test_bad_restart_settings_name_the_flag(settings, line):
         RestartPolicy(**settings)
 
 
+@pytest.mark.slow
 def test_a_restart_promotes_the_warm_spare_and_a_stop_ends_every_spare(
         tmp_path, caplog, monkeypatch):
     caplog.set_level("INFO", logger="absl")

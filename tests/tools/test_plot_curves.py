@@ -2,6 +2,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 import tensorflow as tf
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -17,6 +18,7 @@ def _fake_run(path, values):
     return str(path)
 
 
+@pytest.mark.slow
 def test_cli_writes_a_png_with_one_line_per_run(tmp_path):
     runs = [_fake_run(tmp_path / "ppo", [10.0, 300.0]), _fake_run(tmp_path / "impala", [9.0])]
     out = tmp_path / "curves.png"
@@ -26,6 +28,7 @@ def test_cli_writes_a_png_with_one_line_per_run(tmp_path):
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 10_000
 
 
+@pytest.mark.slow
 def test_without_matplotlib_it_is_one_line_naming_the_extra(tmp_path):
     run = _fake_run(tmp_path / "ppo", [10.0, 300.0])
     blocked = tmp_path / "block" / "matplotlib"

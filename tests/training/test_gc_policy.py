@@ -73,6 +73,7 @@ print(len(collections), gc.get_freeze_count(), gc.isenabled())
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("module", ["alf_async.train", "alf_async.actor"])
 def test_a_command_imports_tensorflow_without_a_collection_and_freezes_it(module):
     done = subprocess.run([sys.executable, "-c", _COUNT_COLLECTIONS_WHILE_IMPORTING.format(

@@ -83,6 +83,7 @@ def _cli(*args, timeout=900):
                           capture_output=True, text=True, timeout=timeout)
 
 
+@pytest.mark.slow
 def test_a_warm_train_spare_builds_and_warms_up_ahead_but_touches_the_run_only_once_promoted(
         tmp_path):
     """`python -m alf_async.supervision.spare alf_async.train ...` (the launch's hot spare): ready
@@ -588,6 +589,7 @@ def _tear(path):
         f.truncate(size // 2)
 
 
+@pytest.mark.slow
 def test_a_torn_latest_checkpoint_resumes_from_the_newest_readable_one(tmp_path, caplog):
     root = str(tmp_path / "run")
     run_lib.train(root, num_iterations=2, num_env_steps=None, checkpoint_interval=1)
@@ -601,6 +603,7 @@ def test_a_torn_latest_checkpoint_resumes_from_the_newest_readable_one(tmp_path,
     assert result["iteration"] == 3
 
 
+@pytest.mark.slow
 def test_no_readable_checkpoint_is_one_error_not_a_silent_fresh_start(tmp_path):
     root = str(tmp_path / "run")
     run_lib.train(root, num_iterations=1, num_env_steps=None, checkpoint_interval=1)
@@ -615,6 +618,7 @@ def _block_checkpoint(root, number):
     os.makedirs(os.path.join(root, "checkpoints", f"ckpt-{number}.index"))
 
 
+@pytest.mark.slow
 def test_a_failed_checkpoint_write_is_retried_and_the_previous_one_stays(tmp_path, caplog):
     root = str(tmp_path / "run")
     run_lib.train(root, num_iterations=1, num_env_steps=None, checkpoint_interval=1)
@@ -630,6 +634,7 @@ def test_a_failed_checkpoint_write_is_retried_and_the_previous_one_stays(tmp_pat
     assert checkpoints.unreadable(os.path.join(root, "checkpoints", "ckpt-1")) is None
 
 
+@pytest.mark.slow
 def test_checkpoint_failures_past_the_retries_stop_training_with_one_line(tmp_path):
     root = str(tmp_path / "run")
     run_lib.train(root, num_iterations=1, num_env_steps=None, checkpoint_interval=1)
