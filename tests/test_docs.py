@@ -28,11 +28,15 @@ def test_strict_site_build(tmp_path):
     for name in ("training.loop", "training.checkpoints", "training.evaluation", "batches.replay_buffer",
                  "batches.prioritized", "remote.service"):
         assert f"alf_async.{name}" in api, name
-    results = (tmp_path / "site" / "results" / "index.html").read_text()
-    for image in re.findall(r'<img [^>]*src="([^"]+)"', results):
-        assert (tmp_path / "site" / "results" / image).is_file(), image
+    images = 0
+    for page in ("results", "experiments/ablations"):
+        html = (tmp_path / "site" / page / "index.html").read_text()
+        for image in re.findall(r'<img [^>]*src="([^"]+)"', html):
+            assert (tmp_path / "site" / page / image).is_file(), image
+        images += html.count("<img ")
     summaries = len(docs_tables.load_results(os.path.join(ROOT, "docs", "results")))
-    assert results.count("<img ") == summaries  # every result's curves
+    assert images == summaries  # every result's curves, on the Results page or the ablations'
+    assert "the field" in (tmp_path / "site" / "results" / "index.html").read_text()
 
 
 def test_result_tables_are_generated_from_the_committed_summaries():

@@ -36,9 +36,37 @@ def test_a_results_file_of_several_experiments_names_each_rows_experiment():
     assert [row.split(" | ")[0] for row in rows] == [
         "| [`dqn.gin` (max)](docs/results.md#dqn_items)",
         "| [`dqn.gin` (td_error)](docs/results.md#dqn_items)"]
-    page = docs_tables.results_page([("dqn_items", dict(both, source="by hand"))])
+    catalog = [dict(result="dqn_items", task="CartPole-v1", reference="SB3 DQN: 500")]
+    page = docs_tables.results_page([("dqn_items", dict(both, source="by hand"))], catalog)
     assert "\n    run A\n    run B\n" in page  # each experiment's command, as code
-    assert page.index("### max") < page.index("### td_error")  # each one's tables headed
+    assert page.index("#### max") < page.index("#### td_error")  # each one's tables headed
+
+
+def test_the_results_page_leads_with_the_shipped_configs_and_sends_the_rest_to_ablations():
+    shipped = dict(config="ppo_async.gin", source="by hand",
+                   experiments=[dict(cells=[_cell("ppo_async")])])
+    ablation = dict(shipped, note="An A/B run, see [notes](experiments/ppo-minatar.md).")
+    results = [("ppo_async", shipped), ("ppo_async_ab", ablation)]
+    catalog = [dict(result="ppo_async", task="CartPole-v1", reference="SB3 PPO: 500 after 100k")]
+    page = docs_tables.results_page(results, catalog)
+    summary = page.split("## Summary", 1)[1].split("## CartPole-v1", 1)[0]
+    assert ("| CartPole-v1 | [`ppo_async.gin`](#ppo_async) | 475 | 1/1 | 150.0k | 15.0 | "
+            "SB3 PPO: 500 after 100k |") in summary
+    assert "### ppo_async" in page and "ppo_async_ab" not in page
+    ablations = docs_tables.ablations_page(results, catalog)
+    assert "## ppo_async_ab" in ablations and "## ppo_async\n" not in ablations
+    assert "(ppo-minatar.md)" in ablations  # its note's link, as seen from experiments/
+
+
+def test_a_catalog_naming_a_missing_result_is_an_error(tmp_path):
+    (tmp_path / "catalog.json").write_text('{"shipped": [{"result": "gone", "task": "x", '
+                                           '"reference": "y"}]}')
+    try:
+        docs_tables.load_catalog(str(tmp_path))
+    except ValueError as error:
+        assert "['gone']" in str(error)
+    else:
+        raise AssertionError("a catalog naming a missing result was accepted")
 
 
 
@@ -47,6 +75,8 @@ def test_a_result_published_anew_gets_its_curves_drawn_again(tmp_path):
     results.mkdir(parents=True)
     (tmp_path / "README.md").write_text(f"{docs_tables.BEGIN}\n{docs_tables.END}\n")
     shutil.copy(os.path.join(ROOT, "docs", "results", "ppo_async.json"), results)
+    (results / "catalog.json").write_text('{"shipped": [{"result": "ppo_async", "task": '
+                                          '"CartPole-v1", "reference": "SB3"}]}')
     png = results / "ppo_async.png"
     png.write_bytes(b"stale curves of the previous result")
     docs_tables.write(str(tmp_path))
