@@ -16,6 +16,8 @@ from alf_async.environments import create_environment
 from alf_async.learning.learner import Learner
 from alf_async.learning.prefetch import LearnerLoop
 from alf_async.remote import ReverbService
+# Registers `ActorProcess`: the remote configs bind it (for their actors) beside the learner's.
+from alf_async.remote import actor_process  # noqa: F401  pylint: disable=unused-import
 
 
 def build(algorithm_class: Callable = PPOAlgorithm, seed: Optional[int] = None,
