@@ -12,7 +12,8 @@ import os
 import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+_TESTS = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [_TESTS, os.path.join(_TESTS, "learning")]  # fakes, test_learner
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
