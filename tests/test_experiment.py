@@ -108,12 +108,26 @@ def test_sigint_stops_every_child_with_a_checkpoint_and_a_rerun_resumes(tmp_path
     for seed in (1, 2):
         log = (out / "ppo_async" / f"seed_{seed}" / "train.log").read_text()
         assert "Interrupted by SIGTERM" in log and "checkpoint saved" in log
-    # Run again with a budget the interrupted seeds have already passed: each resumes
-    # from its checkpoint and ends at once.
-    again = experiment(run_args(out, 2))
-    assert again.returncode == 0, again.stdout + again.stderr
-    for seed in (1, 2):
-        assert "Resumed from" in (out / "ppo_async" / f"seed_{seed}" / "train.log").read_text()
+    # Another budget is another setting: refused in one line, nothing started.
+    other = experiment(run_args(out, 2))
+    assert other.returncode == 2 and "holds seeds made otherwise" in other.stderr
+    assert "binding 'train.num_iterations=100000' removed" in other.stderr
+    # The same command again: each seed resumes from its checkpoint (stopped once it has).
+    again = subprocess.Popen([sys.executable, "-m", "alf_async.experiment", *args], cwd=ROOT,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    logs = [out / "ppo_async" / f"seed_{s}" / "train.log" for s in (1, 2)]
+    try:
+        deadline = time.time() + 120
+        while not all(log.exists() and "Resumed from" in log.read_text() for log in logs):
+            assert time.time() < deadline and again.poll() is None, "no resume in 120 s"
+            time.sleep(0.5)
+        again.send_signal(signal.SIGINT)
+        output, _ = again.communicate(timeout=150)
+    finally:
+        if again.poll() is None:
+            again.kill()
+            again.wait(timeout=30)
+    assert again.returncode == 128 + signal.SIGINT, output
 
 
 def test_bad_flags_are_one_line_errors(tmp_path):
