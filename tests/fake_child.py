@@ -1,8 +1,8 @@
 """A stand-in for a supervised process: `python tests/fake_child.py LEDGER MODE [ARG]`.
 
-Appends `start <pid>` to the file LEDGER when it starts, then:
+Appends `start <pid>` to the file LEDGER once its SIGTERM handling is in place, and:
 - `exit N`: exits with status N;
-- `serve`: waits for SIGTERM, appends `term <pid>` and exits 0;
+- `serve`: waits for SIGTERM, appends `term <pid>` and exits ARG (0 by default);
 - `stubborn`: ignores SIGTERM and waits (only SIGKILL ends it);
 - `parent`: starts a `serve` grandchild (appending `child <pid>`) and waits.
 
@@ -23,17 +23,18 @@ def _note(ledger: str, line: str) -> None:
 
 
 def main(ledger: str, mode: str, arg: str = "0") -> None:
-    _note(ledger, f"start {os.getpid()}")
     if mode == "exit":
+        _note(ledger, f"start {os.getpid()}")
         sys.exit(int(arg))
     if mode == "serve":
         signal.signal(signal.SIGTERM, lambda *_: (_note(ledger, f"term {os.getpid()}"),
-                                                  sys.exit(0)))
+                                                  sys.exit(int(arg))))
     elif mode == "stubborn":
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     elif mode == "parent":
         grandchild = subprocess.Popen([sys.executable, __file__, ledger, "serve"])
         _note(ledger, f"child {grandchild.pid}")
+    _note(ledger, f"start {os.getpid()}")  # its SIGTERM handler in place
     deadline = time.monotonic() + 120  # never outlives a test by long
     while time.monotonic() < deadline:
         time.sleep(0.05)

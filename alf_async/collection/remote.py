@@ -5,6 +5,7 @@ from typing import Callable
 import tensorflow as tf
 
 from alf_async.collection.local import check_env_specs, collection_specs
+from alf_async.environments import first_env
 
 
 class RemoteCollection:
@@ -28,12 +29,9 @@ class RemoteCollection:
             unroll_length: T, steps per unroll.
             service: `(unroll_spec=, num_envs=) -> ReverbService`.
         """
-        probe = env_factory(0)
-        try:
-            check_env_specs(probe, 0, algorithm)
-            self.batch_size = probe.batch_size
-        finally:
-            probe.close()
+        with first_env(env_factory) as env:
+            check_env_specs(env, 0, algorithm)
+            self.batch_size = env.batch_size
         self.num_envs = num_envs
         self.specs = collection_specs(algorithm, self.batch_size, unroll_length)
         self.service = service(unroll_spec=self.specs[2], num_envs=num_envs)

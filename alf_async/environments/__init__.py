@@ -8,7 +8,8 @@ envs through `create_environment.env_load_fn = @load_envpool_env`
 (`envpool_env.py`); anything else plugs in through `env_load_fn` too.
 """
 
-from typing import Callable, Optional
+import contextlib
+from typing import Callable, Iterator, Optional
 
 import gin
 
@@ -77,3 +78,13 @@ def create_environment(env_name: str = "CartPole-v1",
         env = FaultInjectingEnv(env, step_fault_probability,
                                 None if seed is None else seed + 1_000_003)
     return env
+
+
+@contextlib.contextmanager
+def first_env(env_factory: Callable[[int], object]) -> Iterator[object]:
+    """Env 0 of `env_factory`, built to read its specs and batch size, closed after."""
+    env = env_factory(0)
+    try:
+        yield env
+    finally:
+        env.close()

@@ -82,7 +82,8 @@ class LearnerLoop:
     """
 
     def __init__(self, learner, feed, prefetch_depth: int = 1,
-                 stall_warning_secs: Optional[float] = 5.0, stacks_dir: Optional[str] = None):
+                 stall_warning_secs: Optional[float] = 5.0, stacks_dir: Optional[str] = None,
+                 diagnose: Callable[[], str] = lambda: ""):
         """
         Args:
             learner: provides `place(LearnBatch) -> DeviceBatch` and
@@ -96,6 +97,8 @@ class LearnerLoop:
                 warning and writes every thread's stack (`StallWatch`; None
                 or 0: never).
             stacks_dir: where those stacks go (the run's `stalls/`).
+            diagnose: the pipeline's state, for that warning (the driver's
+                `diagnose()`).
         """
         if not isinstance(prefetch_depth, (int, np.integer)) or prefetch_depth < 0:
             raise ValueError(f"LearnerLoop.prefetch_depth must be an integer >= 0, "
@@ -105,7 +108,7 @@ class LearnerLoop:
         self.prefetch_depth = prefetch_depth if feed.prefetch_allowed else 0
         self._prefetcher = None  # started by the first step()
         self.clock = StageClock()
-        self.stall_watch = StallWatch(stall_warning_secs, stacks_dir)
+        self.stall_watch = StallWatch(stall_warning_secs, stacks_dir, diagnose)
 
     def step(self) -> int:
         """Trains the learner on one learn batch; returns its env steps.

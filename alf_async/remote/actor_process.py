@@ -18,7 +18,7 @@ from absl import logging
 from alf_async.collection import Collector
 from alf_async.metrics import EpisodeStats
 from alf_async.drivers import AsyncOffPolicyDriver, local_collection
-from alf_async.environments import create_environment
+from alf_async.environments import create_environment, first_env
 from alf_async.experience import Unroll
 from alf_async.remote import weights
 from alf_async.extras import import_reverb
@@ -159,9 +159,8 @@ class ActorProcess:
         self._server_timeout = server_timeout_secs
         self._pull_every = pull_every_unrolls
         env_factory = env_factory or self._seeded_envs(seed)
-        probe = env_factory(0)
-        algorithm = algorithm_class(probe.time_step_spec(), probe.action_spec())
-        probe.close()
+        with first_env(env_factory) as env:
+            algorithm = algorithm_class(env.time_step_spec(), env.action_spec())
         version = tf.Variable(-1, dtype=tf.int64, trainable=False)
         self.watch = LearnerWatch(f"Actor task {task}, learner at {server}",
                                   server_timeout_secs, connect_timeout_secs,

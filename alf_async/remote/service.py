@@ -6,6 +6,7 @@ import time
 from typing import Any, Callable, Dict, NamedTuple, Optional, Sequence
 
 import gin
+import numpy as np
 import tensorflow as tf
 from absl import logging
 
@@ -17,6 +18,7 @@ from alf_async.extras import import_reverb
 from alf_async.collection.driver_thread import DriverThread
 
 UNROLLS = "unrolls"
+STOP_TASK = -1  # the task of the item `ReverbService.close()` wakes the reader with
 
 
 class RemoteUnroll(NamedTuple):
@@ -95,9 +97,13 @@ class UnrollReaderThread(DriverThread):
 
     It stands in for local env threads: downstream of the learn queue
     (`get_training_exps`, replay, policy-lag checks, statistics) nothing changes.
-    """
 
-    _POLL_MS = 200  # longest a wait for an unroll goes without checking for a stop
+    It reads through one sampler for its whole life, with one worker (a
+    queue's order) and no timeout: a sampler made anew after every poll that
+    found the queue empty left unrolls waiting in a full table for 3-20 s on
+    a busy host, and lost the ones in flight. `ReverbService.close()` ends a
+    read that waits by writing a `STOP_TASK` item.
+    """
 
     def __init__(self, name: str, coord: tf.train.Coordinator, queues: TFQueues,
                  serve: Callable[[], str], registry: ActorRegistry):
@@ -107,23 +113,27 @@ class UnrollReaderThread(DriverThread):
         self._registry = registry
         self._serve = serve
         self._dataset = self._samples = None
+        self.samplers_opened = 0
         self._log_unrolls = isinstance(queues.log_queue.spec, Unroll)
 
     def prepare(self) -> None:
         """Starts the server and opens its 'unrolls' table."""
         self._dataset = import_reverb("train --serve_port (remote actors)").TrajectoryDataset.from_table_signature(
             self._serve(), UNROLLS, max_in_flight_samples_per_worker=1,
-            rate_limiter_timeout_ms=self._POLL_MS)
+            num_workers_per_iterator=1, rate_limiter_timeout_ms=-1)
 
     def _step(self) -> None:
         if self._samples is None:
             with quiet.native_stderr_held():  # Reverb: "... accessed directly without gRPC"
                 self._samples = iter(self._dataset)
+            self.samplers_opened += 1
         try:
             item = next(self._samples).data
-        except (StopIteration, tf.errors.OutOfRangeError):  # no unroll within the poll
+        except (StopIteration, tf.errors.OutOfRangeError):  # the server stopped
             self._samples = None
             return
+        if int(item.task) == STOP_TASK:
+            return  # `close()` woke it
         self._registry.seen(int(item.task), int(item.incarnation), int(item.sequence))
         unroll = item.unroll
         self._queues.learn_queue.enqueue(unroll)
@@ -176,6 +186,7 @@ class ReverbService:
     # How long `close()` waits for its threads: within a SIGTERM's 5 s stop, with
     # the learner's checkpoint after it.
     _CLOSE_TIMEOUT_SECS = 1.5
+    _WAKE_TIMEOUT_MS = 500  # longest the item that wakes the reader waits for room
 
     def __init__(self, unroll_spec: Unroll, variables: Sequence[tf.Variable],
                  version: tf.Variable, num_envs: int,
@@ -262,14 +273,34 @@ class ReverbService:
         return (f"remote actors on port {self.port}: {self.registry.describe()}; "
                 f"{self.queued_unrolls()} unrolls in the Reverb queue")
 
+    def _wake_reader(self) -> None:
+        """Writes a `STOP_TASK` item, which ends a read waiting for an unroll that no
+        actor will send (a full table means the reader is not waiting: given up)."""
+        reader = next((t for t in self._threads if isinstance(t, UnrollReaderThread)), None)
+        if reader is None or not reader.is_alive() or self._client is None:
+            return
+        zeros = tf.nest.map_structure(lambda s: np.zeros(s.shape, s.dtype.as_numpy_dtype),
+                                      self._unroll_spec)
+        writer = self._client.trajectory_writer(num_keep_alive_refs=1)
+        try:
+            writer.append(RemoteUnroll(zeros, np.int32(STOP_TASK), np.int64(0), np.int64(0)))
+            writer.create_item(UNROLLS, 1.0, tf.nest.map_structure(
+                lambda column: column[-1], writer.history))
+            writer.flush(timeout_ms=self._WAKE_TIMEOUT_MS)
+        except Exception:  # pylint: disable=broad-except  # the join below tells
+            pass
+        finally:
+            writer.close()
+
     def close(self) -> None:
         """Joins the service's threads (their stop must be requested), then stops the
         server (if it started).
 
-        A read can outlast its poll by a few seconds after an actor died
-        mid-write, and one in progress when the server stops would never
-        return: the server stays up until the threads are gone.
+        A read in progress when the server stops would never return: a read
+        waiting for an unroll is woken first (`_wake_reader`), and the server
+        stays up until the threads are gone.
         """
+        self._wake_reader()
         for thread in self._threads:
             if thread.ident is not None:
                 thread.join(timeout=self._CLOSE_TIMEOUT_SECS)

@@ -250,8 +250,8 @@ class Supervisor:
         """Supervises until done or `stop_signal()` names a signal; returns the exit status.
 
         On a stop signal every child gets SIGTERM, and SIGKILL after
-        `stop_grace_secs`; the status is then the primary's if it exited in
-        time, else 128 + the signal.
+        `stop_grace_secs`; the status is then 128 + the signal (the primary's
+        own, if it had failed of itself before the signal came).
         """
         try:
             for child in self.children:
@@ -310,9 +310,11 @@ class Supervisor:
         """Stops everything; the primary's exit status if it exited of itself, else
         128 + `signum`."""
         primary = next((c for c in self.children if c.spec.primary and c.running), None)
+        # Read before the stop: the learner's own exit on the SIGTERM the stop sends
+        # (143) is not the run's status.
+        exited = primary.poll() if primary else None
         self._stop_all()
-        returncode = primary.process.returncode if primary else None
-        return returncode if returncode is not None and returncode > 0 else 128 + signum
+        return exited if exited is not None and exited > 0 else 128 + signum
 
     def _stop_all(self) -> None:
         """SIGTERM to every child (the learner checkpoints, actors end their unroll),

@@ -12,7 +12,7 @@ import tensorflow as tf
 from alf_async.algorithms import PPOAlgorithm
 from alf_async.learning.devices import create_strategy, op_threads, worker_index
 from alf_async.drivers import AsyncOffPolicyDriver
-from alf_async.environments import create_environment
+from alf_async.environments import create_environment, first_env
 from alf_async.learning.learner import Learner
 from alf_async.learning.prefetch import LearnerLoop
 from alf_async.remote import ReverbService
@@ -43,10 +43,8 @@ def build(algorithm_class: Callable = PPOAlgorithm, seed: Optional[int] = None,
     if replay_dir and worker:
         replay_dir = f"{replay_dir}_worker{worker}"  # each worker's buffer its own
     env_factory = lambda i: create_environment(seed=None if seed is None else seed + 1000 * i)
-    probe = env_factory(0)
-    with strategy.scope():
-        algorithm = algorithm_class(probe.time_step_spec(), probe.action_spec())
-    probe.close()
+    with first_env(env_factory) as env, strategy.scope():
+        algorithm = algorithm_class(env.time_step_spec(), env.action_spec())
     learner = Learner(algorithm, strategy, seed=seed)
     remote = None
     if serve_port is not None:
@@ -57,7 +55,8 @@ def build(algorithm_class: Callable = PPOAlgorithm, seed: Optional[int] = None,
                                   env_steps=learner.env_steps)
     learner.check_batch_shape(*driver.learn_batch_shape)
     loop = LearnerLoop(learner, driver.feed,
-                       stacks_dir=root_dir and os.path.join(root_dir, "stalls"))
+                       stacks_dir=root_dir and os.path.join(root_dir, "stalls"),
+                       diagnose=driver.diagnose)
     driver.attach(loop)  # run_async() (ALF's name) runs the loop
     driver.pace.configure_ops()  # deterministic mode: ops that reduce in a fixed order
     return algorithm, learner, driver, loop

@@ -19,6 +19,9 @@ def test_a_wait_longer_than_the_setting_warns_once_with_every_stack(tmp_path):
                               name="DataHolder")
     holder.start()
     try:
+        with watch.guard("the first learn batch"):
+            time.sleep(0.4)  # the pipeline starting: not a stall
+        assert watch.stalls == 0
         with watch.guard("a learn batch"):
             time.sleep(0.8)  # four times the setting: still one warning
     finally:
@@ -35,11 +38,33 @@ def test_a_wait_longer_than_the_setting_warns_once_with_every_stack(tmp_path):
 
 def test_a_short_wait_or_no_setting_writes_nothing(tmp_path):
     watch = StallWatch(5.0, str(tmp_path / "stalls"))
-    with watch.guard("a learn batch"):
-        time.sleep(0.05)
+    for _ in range(2):
+        with watch.guard("a learn batch"):
+            time.sleep(0.05)
     off = StallWatch(None, str(tmp_path / "stalls"))
     with off.guard("a learn batch"):
         time.sleep(0.05)
     assert watch.stalls == off.stalls == 0 and not (tmp_path / "stalls").exists()
     with pytest.raises(ValueError, match="stall_warning_secs must be >= 0"):
         StallWatch(-1.0, None)
+
+
+def test_the_warning_says_what_the_pipeline_holds_and_a_failing_diagnosis_does_not_stop_it(
+        tmp_path, caplog):
+    watch = StallWatch(0.1, str(tmp_path / "stalls"),
+                       diagnose=lambda: "2 unrolls in the Reverb queue")
+    with watch.guard("the first learn batch"):
+        pass
+    with watch.guard("a learn batch"):
+        time.sleep(0.4)
+    assert "2 unrolls in the Reverb queue" in open(watch.last_stacks_file).read()
+    broken = StallWatch(0.1, None, diagnose=lambda: 1 / 0)
+    with broken.guard("the first learn batch"):
+        pass
+    with broken.guard("a learn batch"):
+        time.sleep(0.4)
+    lines = [r.getMessage() for r in caplog.records if "has waited" in r.getMessage()]
+    assert lines[0].startswith("The learner has waited 0.1 s for a learn batch "
+                               "(2 unrolls in the Reverb queue); every thread's stack is in ")
+    assert lines[1] == ("The learner has waited 0.1 s for a learn batch "
+                        "(no diagnosis: division by zero)")

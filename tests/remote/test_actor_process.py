@@ -126,6 +126,31 @@ def test_unrolls_of_every_actor_env_arrive_whole_once_and_in_order():
     assert driver.remote.registry.unrolls(0) + driver.remote.registry.unrolls(1) >= 32
 
 
+def test_the_reader_keeps_one_sampler_through_idle_spells_and_a_stop_wakes_its_wait(caplog):
+    """The stall of #63: a sampler made anew after every empty poll left unrolls
+    waiting in a full table for seconds. One sampler reads through actors coming and
+    going; with no actor left, the stop still ends its wait at once."""
+    driver, _ = _learner(tf.Variable(0, dtype=tf.int64))
+    driver.start()
+    reader = next(t for t in driver.remote._threads  # pylint: disable=protected-access
+                  if t.name == "UnrollReaderThread")
+    try:
+        for task in (0, 1):  # each spell: an actor delivers, leaves, and the queue idles
+            actor = _ActorThread(driver.remote.address, task)
+            try:
+                _until_delivered(driver, (task,))
+                _take(driver, 4)
+            finally:
+                actor.stop()
+            time.sleep(1.0)  # five of the old 200 ms polls with nothing to read
+        assert reader.samplers_opened == 1
+        assert driver.remote.registry.missing == 0 and driver.remote.registry.duplicated == 0
+    finally:
+        timed_stop(driver, bound=3.0)  # the reader waits for an unroll no actor sends
+    assert not reader.is_alive()
+    assert "still running" not in caplog.text
+
+
 def test_counted_envs_name_the_learners_env_ids_and_an_actor_of_fewer_still_runs():
     # Ape-X: the learner's average leaves out env 0; actor 1 has env ids 2 and 3 only.
     gin.bind_parameter("alf_async.EpisodeStats.counted_envs", [1, 2, 3])

@@ -132,6 +132,18 @@ SUPERVISOR_PROCESS = textwrap.dedent("""
 """)
 
 
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_stop_by_signal_returns_128_plus_it_not_the_learners_own_143(tmp_path, signum):
+    """The learner exits 143 on the SIGTERM the stop sends it, as `train` does; Ctrl-C
+    on the launch still exits 130."""
+    ledger = tmp_path / "l"
+    supervisor = Supervisor([_spec("learner", ledger, "serve", str(128 + signal.SIGTERM),
+                                   primary=True)], QUICK)
+    status = supervisor.run(lambda: signum if _lines(ledger, "start") else None)
+    assert _lines(ledger, "term"), "the learner was not stopped with SIGTERM"
+    assert status == 128 + signum
+
+
 def test_sigkill_of_the_supervisor_leaves_no_process_behind(tmp_path):
     ledger = str(tmp_path / "ledger")
     supervisor = subprocess.Popen([sys.executable, "-c", SUPERVISOR_PROCESS, FAKE, ledger])
