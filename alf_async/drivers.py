@@ -7,12 +7,12 @@ import gin
 import numpy as np
 import tensorflow as tf
 
-from alf_async.batches import (FreshBatches, LearnFeed, PrioritizedReplayBatches,
-                               UniformReplayBatches)
+from alf_async.batches import LearnFeed
 from alf_async.batches.contract import check_batch_source
+from alf_async.batches.registry import SourceNeeds, build_source, check_name
 from alf_async.collection import Collector, LocalCollection, RemoteCollection
 from alf_async.collection.contract import check_collection
-from alf_async.experience import LearnBatch, zeros_learn_batch
+from alf_async.experience import Counters, LearnBatch, zeros_learn_batch
 from alf_async.collection.pacing import FreeRunning, Lockstep
 
 
@@ -37,9 +37,7 @@ def check_sizes(num_envs: int, num_actor_queues: int, unroll_length: int,
 def check_modes(exp_replayer: str, deterministic: bool, remote, num_envs: int,
                 num_actor_queues: int, learn_queue_cap: int, seed: Optional[int]) -> None:
     """Raises ValueError unless the replay and deterministic choices can run together."""
-    if exp_replayer not in ("one_time", "uniform", "prioritized"):
-        raise ValueError(f"AsyncOffPolicyDriver.exp_replayer must be 'one_time', 'uniform' "
-                         f"or 'prioritized', got {exp_replayer!r}")
+    check_name(exp_replayer)
     if not deterministic:
         return
     need = None
@@ -64,16 +62,6 @@ def batch_mebibytes(unroll_spec, unroll_steps: int, learn_batch_shape: tuple) ->
     unroll_bytes = sum(int(np.prod(spec.shape)) * spec.dtype.size
                        for spec in tf.nest.flatten(unroll_spec))
     return unroll_bytes * int(np.prod(learn_batch_shape)) / unroll_steps / 2**20
-
-
-def check_options_unused(source_class, exp_replayer: str) -> None:
-    """Raises ValueError if gin sets an option of a batch source that `exp_replayer`
-    does not build (`FreshBatches`' with replay, `PrioritizedReplayBatches`' without)."""
-    defaults = inspect.signature(source_class.__init__).parameters
-    for name, value in gin.get_bindings(source_class).items():
-        if value != defaults[name].default:
-            raise ValueError(f"{source_class.__name__}.{name}={value!r} does not apply to "
-                             f"exp_replayer={exp_replayer!r}; leave it unset")
 
 
 @gin.configurable(module="alf_async")
@@ -114,41 +102,39 @@ class AsyncOffPolicyDriver:
     STOP_GRACE_SECS = 1.5  # how long `stop()` waits for the threads
 
     def __init__(self, env_factory: Callable[[int], object], algorithm,
-                 policy_version: Optional[tf.Variable] = None,
+                 counters: Optional[Counters] = None,
                  num_envs: int = 4,
                  num_actor_queues: int = 1,
                  unroll_length: int = 32,
                  learn_queue_cap: int = 4,
                  actor_queue_cap: int = 2,
-                 learner_queue_timeout: float = 300.0,
                  exp_replayer: str = "one_time",
                  deterministic: bool = False,
                  seed: Optional[int] = None,
                  observers: Sequence[Callable] = (),
                  remote: Optional[Callable] = None,
-                 replay_dir: Optional[str] = None,
-                 env_steps: Optional[tf.Variable] = None):
+                 replay_dir: Optional[str] = None):
         """
         Args:
             env_factory: `env_id -> batched PyEnvironment` of B sub-envs; all
                 envs must share B and the algorithm's specs.
             algorithm: an `alf_async.algorithms.contract.Algorithm`.
-            policy_version: int64 scalar variable, the learner's update count
-                (`Learner.train_step`), stamped on every step. None: always 0.
+            counters: the learner's `Counters` (`Learner.counters`): its update
+                count, stamped on every step as the policy version, and its env
+                steps (prioritized replay's beta follows them). None: both at 0.
             num_envs: E, number of env threads.
             num_actor_queues: N, number of actor threads; 0: every env thread
                 acts itself (cheaper per step; no batching across envs).
             unroll_length: T, steps per unroll.
             learn_queue_cap: Q, unrolls per learn batch (learn queue capacity).
             actor_queue_cap: A, most requests one policy call serves.
-            learner_queue_timeout: seconds `get_training_exps()` waits for a
-                learn batch before failing with a diagnosis of the pipeline.
-            exp_replayer: 'one_time': each learn batch is Q new unrolls
-                (`FreshBatches`, whose options gin sets); 'uniform': windows
-                sampled from a replay table (`UniformReplayBatches`);
-                'prioritized': sampled by priority, the learner's TD errors
-                written back (`PrioritizedReplayBatches`, whose options gin
-                sets).
+            exp_replayer: a name in `batches.registry.SOURCES`. 'one_time':
+                each learn batch is Q new unrolls (`FreshBatches`, whose options
+                gin sets); 'uniform': windows sampled from a replay table
+                (`UniformReplayBatches`); 'prioritized': sampled by priority,
+                the learner's TD errors written back (`PrioritizedReplayBatches`,
+                whose options gin sets). How long `get_training_exps()` waits
+                is `LearnFeed.learner_queue_timeout`.
             deterministic: reproducible mode: a policy lag of 0, seeded actors
                 and learn batches in env order (`LocalCollection`,
                 `FreshBatches`). Needs `seed`, and Q divisible by E.
@@ -160,17 +146,13 @@ class AsyncOffPolicyDriver:
                 processes (`python -m alf_async.actor`) collect instead.
             replay_dir: where a `ReplayBuffer` with `save_buffer` keeps its
                 content (the trainer passes `root_dir/replay`).
-            env_steps: int64 scalar variable, the learner's env steps
-                (`Learner.env_steps`): prioritized replay's beta follows it.
-                None: a counter of its own, at 0.
         """
         check_sizes(num_envs, num_actor_queues, unroll_length, learn_queue_cap,
                     actor_queue_cap)
         check_modes(exp_replayer, deterministic, remote, num_envs, num_actor_queues,
                     learn_queue_cap, seed)
-        counter = lambda v: v if v is not None else tf.Variable(0, dtype=tf.int64,
-                                                                trainable=False)
-        self._version, self._env_steps = counter(policy_version), counter(env_steps)
+        counters = counters or Counters.at_zero()
+        self._version = counters.version
         self.num_envs, self.unroll_length = num_envs, unroll_length
         self.learn_queue_cap, self.deterministic = learn_queue_cap, deterministic
         self.pace = Lockstep(seed, num_envs, learn_queue_cap) if deterministic else FreeRunning()
@@ -184,34 +166,22 @@ class AsyncOffPolicyDriver:
             self._collector = Collector(
                 self.collection, learn_queue_cap, observers,
                 permits_per_env=self.pace.permits_per_env)
-            self.batches = self._make_batches(exp_replayer, algorithm, seed, replay_dir)
+            self.batches = build_source(exp_replayer, SourceNeeds(
+                self._collector, algorithm, counters.version, counters.env_steps,
+                learn_queue_cap, self.pace, seed, replay_dir))
             check_batch_source(self.batches)
         except Exception:
             self.collection.close()
             raise
         self._more_threads = self.batches.threads(self._collector.coord, self._collector.queues)
-        self.feed = LearnFeed(self._collector, self.batches, learner_queue_timeout,
-                              self.diagnose, self.pace.prefetch_allowed)
+        self.feed = LearnFeed(self._collector, self.batches, self.diagnose,
+                              self.pace.prefetch_allowed)
         self.batch_size = self.collection.batch_size
         self.remote = getattr(self.collection, "service", None)
         self.stats = self._collector.stats
         self.compile_seconds = self._collector.compile_seconds  # filled by start()
         self._learner_loop = None  # attached by the trainer
         self._started = False
-
-    def _make_batches(self, exp_replayer: str, algorithm, seed, replay_dir):
-        collector = self._collector
-        if exp_replayer != "prioritized":
-            check_options_unused(PrioritizedReplayBatches, exp_replayer)
-        if exp_replayer == "one_time":
-            return FreshBatches(collector.take, self._version, self.learn_queue_cap,
-                                collector.queues.unroll_permits, self.pace, seed)
-        check_options_unused(FreshBatches, exp_replayer)
-        spec, should_stop = collector.queues.learn_queue.spec, collector.coord.should_stop
-        if exp_replayer == "uniform":
-            return UniformReplayBatches(spec, algorithm, should_stop, replay_dir)
-        return PrioritizedReplayBatches(spec, algorithm, should_stop,
-                                        lambda: int(self._env_steps), replay_dir)
 
     def example_batch(self) -> LearnBatch:
         """A learn batch of zeros shaped as `get_training_exps()`'s (`Learner.trace`)."""

@@ -15,6 +15,23 @@ from tf_agents.trajectories import trajectory
 Nest = Any
 
 
+class Counters(NamedTuple):
+    """The learner's counters that collection and replay read (host-side int64
+    scalar variables; read from any thread, assigned by the learner's).
+
+    Attributes:
+        version: learner updates completed: the policy version stamped on steps.
+        env_steps: env steps trained on so far.
+    """
+    version: tf.Variable
+    env_steps: tf.Variable
+
+    @classmethod
+    def at_zero(cls) -> "Counters":
+        """Counters of their own, at 0 (a driver without a learner)."""
+        return cls(*[tf.Variable(0, dtype=tf.int64, trainable=False) for _ in range(2)])
+
+
 class ActRequest(NamedTuple):
     """An env thread asks for actions. Leaves `[B, ...]` (env_id is a scalar).
 

@@ -9,6 +9,8 @@ from typing import Any, List, Optional, Sequence
 
 import tensorflow as tf
 
+from alf_async.experience import LogRecord, Unroll
+
 Nest = Any
 
 
@@ -119,11 +121,19 @@ class TFQueues:
         # A few records per env so that logging never throttles the envs (and
         # a few with no local env: a remote learner's reader fills it).
         self.log_queue = NestFIFOQueue(max(4 * num_envs, 8), log_spec, name="log_queue")
+        self.logs_unrolls = isinstance(log_spec, Unroll)  # observers or metrics need them
         self.unroll_permits: List[NestFIFOQueue] = [
             NestFIFOQueue(permits_per_env, tf.TensorSpec([], tf.int32),
                           name=f"unroll_permits{i}")
             for i in range(num_envs if permits_per_env else 0)
         ]
+
+    def log(self, unroll: Unroll) -> None:
+        """Puts `unroll` on the log queue: whole where observers or metrics need it,
+        else the `LogRecord` the episode statistics read."""
+        time_step = unroll.experience.time_step
+        self.log_queue.enqueue(unroll if self.logs_unrolls else LogRecord(
+            time_step.reward, time_step.step_type, unroll.env_id))
 
     def all_queues(self) -> Sequence[NestFIFOQueue]:
         return [*self.actor_queues, *self.action_return_queues, self.learn_queue,

@@ -12,6 +12,7 @@ from tf_agents.trajectories import time_step as ts
 
 from alf_async.drivers import AsyncOffPolicyDriver
 from alf_async.environments import CartPoleBatchedEnv
+from alf_async.experience import Counters
 from alf_async.collection.driver_thread import live_driver_threads
 
 EPISODE_LENGTH = 5
@@ -101,6 +102,12 @@ def gin_bound(bindings: dict):
         gin.clear_config()
 
 
+def counters_of(version):
+    """The driver's `Counters` for a test's version variable (None: None), env steps
+    at 0."""
+    return None if version is None else Counters(version, tf.Variable(0, dtype=tf.int64))
+
+
 def learning_driver(policy_version, fail_env=None, batch_size=3, bindings=(), **kwargs):
     """A driver of 2 `CountingEnv`s (T = 3, Q = 2 by default) stamping `policy_version`,
     built with the gin `bindings` (a dict) of its components."""
@@ -109,7 +116,7 @@ def learning_driver(policy_version, fail_env=None, batch_size=3, bindings=(), **
     kwargs = dict(dict(actor_queue_cap=1, unroll_length=3, learn_queue_cap=2), **kwargs)
     with gin_bound(dict(bindings)):
         return AsyncOffPolicyDriver(lambda i: envs[i], CountingPolicy(envs[0]),
-                                    policy_version, num_envs=2, **kwargs)
+                                    counters_of(policy_version), num_envs=2, **kwargs)
 
 
 def timed_stop(driver, bound=2.0):

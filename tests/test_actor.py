@@ -25,7 +25,7 @@ from alf_async.errors import LearnerStarvedError  # noqa: E402
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GIN_FILE = "gin_configs/ppo_remote.gin"
 SMALL = ["create_environment.num_parallel_environments=8",
-         "AsyncOffPolicyDriver.learner_queue_timeout=20.0",
+         "LearnFeed.learner_queue_timeout=20.0",
          "ReverbService.actor_timeout_secs=3.0",
          "ActorProcess.server_timeout_secs=3.0"]
 

@@ -12,7 +12,8 @@ from tf_agents.trajectories import time_step as ts
 from alf_async.drivers import AsyncOffPolicyDriver
 from alf_async.errors import LearnerStarvedError, ThreadError
 from alf_async.collection.driver_thread import live_driver_threads
-from fakes import EPISODE_LENGTH, CountingEnv, CountingPolicy, learning_driver, timed_stop
+from fakes import (EPISODE_LENGTH, CountingEnv, CountingPolicy, gin_bound, learning_driver,
+                   timed_stop)
 
 B = 3
 
@@ -191,8 +192,9 @@ def test_policy_error_names_the_actor_thread():
 
 
 def test_starving_learner_gets_a_diagnosis_instead_of_a_hang():
-    driver, envs = _driver(num_envs=2, actor_queue_cap=1, unroll_length=4, learn_queue_cap=2,
-                           learner_queue_timeout=0.5)
+    with gin_bound({"LearnFeed.learner_queue_timeout": 0.5}):
+        driver, envs = _driver(num_envs=2, actor_queue_cap=1, unroll_length=4,
+                               learn_queue_cap=2)
     driver.start()
     deadline = time.time() + 60  # the first batch compiles: slow on a loaded machine
     while driver.learn_queue_size() < 2 and time.time() < deadline:

@@ -2,12 +2,15 @@
 
 from typing import Callable
 
+import gin
+
 from alf_async.errors import (DriverStopped, LearnerStarvedError, StarvationWatchdog,
                               ThreadError)
 from alf_async.experience import LearnBatch
 from alf_async.collection.driver_thread import DriverThread
 
 
+@gin.configurable(module="alf_async")
 class LearnFeed:
     """Takes learn batches from a batch source, bounded by the starvation watchdog.
 
@@ -20,22 +23,23 @@ class LearnFeed:
     or the prefetch thread); `close()` by the thread that stops the driver.
     """
 
-    def __init__(self, collector, batches, timeout: float, diagnose: Callable[[], str],
-                 prefetch_allowed: bool = True):
+    def __init__(self, collector, batches, diagnose: Callable[[], str],
+                 prefetch_allowed: bool = True, learner_queue_timeout: float = 300.0):
         """
         Args:
             collector: the `Collector` whose coordinator and learn queue the
                 batches come through.
             batches: the learn-batch source (a `contract.BatchSource`).
-            timeout: seconds a batch may take (`learner_queue_timeout`).
             diagnose: `() -> str`, the driver's line on every stage.
             prefetch_allowed: whether batches may be fetched ahead of the
                 update that uses them (not in deterministic mode: collection
                 must not overlap an update).
+            learner_queue_timeout: seconds a batch may take before the run
+                fails with the diagnosis of the pipeline (gin).
         """
         self._collector = collector
         self._batches = batches
-        self._watchdog = StarvationWatchdog(timeout, collector.fail, diagnose)
+        self._watchdog = StarvationWatchdog(learner_queue_timeout, collector.fail, diagnose)
         self.prefetch_allowed = prefetch_allowed
         self.error_seen = False  # the consumer was given the first thread error
         self.closed = False

@@ -11,7 +11,7 @@ from alf_async.errors import QUEUE_CLOSED, DriverStopped, ThreadError, stop_with
 from alf_async.metrics import EpisodeStats, StepMetrics
 from alf_async.queues import TFQueues
 from alf_async.collection.driver_thread import DriverThread, to_numpy
-from alf_async.experience import LogRecord, Unroll, unroll_trajectory
+from alf_async.experience import LogRecord, unroll_trajectory
 
 
 class LogThread(DriverThread):
@@ -33,7 +33,7 @@ class LogThread(DriverThread):
 
     def _step(self) -> None:
         record = self._queues.log_queue.dequeue()
-        if isinstance(record, Unroll):
+        if self._queues.logs_unrolls:
             trajectory = unroll_trajectory(record)
             for observer in self._observers:
                 observer(trajectory)

@@ -14,7 +14,7 @@ import tensorflow as tf
 from tf_agents.trajectories import time_step as ts
 
 from alf_async.collection.driver_thread import DriverThread
-from alf_async.experience import ActReply, ActRequest, Experience, LogRecord, Unroll, batched
+from alf_async.experience import ActReply, ActRequest, Experience, Unroll, batched
 from alf_async.collection.restart_budget import RestartBudget
 from alf_async.queues import NestFIFOQueue, TFQueues
 
@@ -159,11 +159,7 @@ class EnvThread(DriverThread):
         experience = tf.nest.map_structure(lambda array: array.stack(), steps)
         unroll = Unroll(experience, time_step, self._env_id)
         self._queues.learn_queue.enqueue(unroll)
-        # The whole unroll where observers or metrics need it, else what the stats read.
-        self._queues.log_queue.enqueue(
-            unroll if isinstance(self._queues.log_queue.spec, Unroll) else
-            LogRecord(experience.time_step.reward, experience.time_step.step_type,
-                      self._env_id))
+        self._queues.log(unroll)
         return time_step, policy_state
 
     def _one_step(self, t, time_step, policy_state, steps):

@@ -11,7 +11,7 @@ import tensorflow as tf
 from absl import logging
 
 from alf_async import quiet
-from alf_async.experience import LogRecord, Unroll
+from alf_async.experience import Unroll
 from alf_async.queues import TFQueues
 from alf_async.remote import weights
 from alf_async.extras import import_reverb
@@ -114,7 +114,6 @@ class UnrollReaderThread(DriverThread):
         self._serve = serve
         self._dataset = self._samples = None
         self.samplers_opened = 0
-        self._log_unrolls = isinstance(queues.log_queue.spec, Unroll)
 
     def prepare(self) -> None:
         """Starts the server and opens its 'unrolls' table."""
@@ -137,9 +136,7 @@ class UnrollReaderThread(DriverThread):
         self._registry.seen(int(item.task), int(item.incarnation), int(item.sequence))
         unroll = item.unroll
         self._queues.learn_queue.enqueue(unroll)
-        time_step = unroll.experience.time_step
-        self._queues.log_queue.enqueue(unroll if self._log_unrolls else LogRecord(
-            time_step.reward, time_step.step_type, unroll.env_id))
+        self._queues.log(unroll)
 
 
 class WeightsPublisherThread(DriverThread):

@@ -50,9 +50,8 @@ def build(algorithm_class: Callable = PPOAlgorithm, seed: Optional[int] = None,
     if serve_port is not None:
         remote = functools.partial(ReverbService, variables=algorithm.variables,
                                    version=learner.train_step, port=serve_port)
-    driver = AsyncOffPolicyDriver(env_factory, algorithm, learner.train_step, seed=seed,
-                                  remote=remote, replay_dir=replay_dir,
-                                  env_steps=learner.env_steps)
+    driver = AsyncOffPolicyDriver(env_factory, algorithm, learner.counters, seed=seed,
+                                  remote=remote, replay_dir=replay_dir)
     learner.check_batch_shape(*driver.learn_batch_shape)
     loop = LearnerLoop(learner, driver.feed,
                        stacks_dir=root_dir and os.path.join(root_dir, "stalls"),

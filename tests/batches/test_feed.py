@@ -43,7 +43,8 @@ class _Source:
 def _feed(batches=(), timeout=5.0):
     collector = _Collector()
     source = _Source(collector, batches)
-    feed = LearnFeed(collector, source, timeout, lambda: "learn queue 0/2", False)
+    feed = LearnFeed(collector, source, lambda: "learn queue 0/2", False,
+                     learner_queue_timeout=timeout)
     return feed, source, collector
 
 

@@ -57,7 +57,7 @@ def test_uniform_replay_batches_are_windows_of_one_sub_env_with_the_settings_rat
 
 @pytest.mark.parametrize("kwargs, message", [
     (dict(exp_replayer="priority"),
-     "exp_replayer must be 'one_time', 'uniform' or 'prioritized', got 'priority'"),
+     "exp_replayer must be one of 'one_time', 'uniform', 'prioritized', got 'priority'"),
     (dict(exp_replayer="uniform", bindings={"FreshBatches.replay_proportion": 0.5,
                                              "FreshBatches.replay_buffer_num_slots": 4}),
      "FreshBatches.replay_proportion=0.5 does not apply to exp_replayer='uniform'"),
@@ -80,11 +80,11 @@ def test_a_starved_replay_learner_gets_the_diagnosis():
     gin.clear_config()
     gin.bind_parameter("ReplayBuffer.capacity", 10**7)
     gin.bind_parameter("ReplayBuffer.min_size", 10**7)  # not within the timeout
+    gin.bind_parameter("LearnFeed.learner_queue_timeout", 1.0)
     try:
         driver = AsyncOffPolicyDriver(lambda i: envs[i], StatelessCountingPolicy(envs[0]), None,
                                       num_envs=1, actor_queue_cap=1, unroll_length=4,
-                                      exp_replayer="uniform",
-                                      learner_queue_timeout=1.0)
+                                      exp_replayer="uniform")
     finally:
         gin.clear_config()
     driver.start()

@@ -8,7 +8,7 @@ import tensorflow as tf
 
 from alf_async.collection import Collector
 from alf_async.drivers import AsyncOffPolicyDriver, local_collection
-from fakes import CountingEnv, VersionPolicy, gin_bound, timed_stop
+from fakes import CountingEnv, VersionPolicy, counters_of, gin_bound, timed_stop
 
 B = 3
 
@@ -18,7 +18,8 @@ B = 3
 def test_stamps_are_the_version_that_acted_and_never_decrease(num_envs, num_actor_queues):
     version = tf.Variable(0, dtype=tf.int64)
     envs = [CountingEnv(i, B) for i in range(num_envs)]
-    driver = AsyncOffPolicyDriver(lambda i: envs[i], VersionPolicy(envs[0], version), version,
+    driver = AsyncOffPolicyDriver(lambda i: envs[i], VersionPolicy(envs[0], version),
+                                  counters_of(version),
                                   num_envs=num_envs, num_actor_queues=num_actor_queues,
                                   actor_queue_cap=1, unroll_length=8, learn_queue_cap=2)
     bumping = threading.Event()

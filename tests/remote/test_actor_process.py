@@ -22,7 +22,7 @@ from alf_async.remote import ActorProcess, ReverbService  # noqa: E402
 from alf_async.remote.actor_process import LearnerGone  # noqa: E402
 from alf_async.remote import weights  # noqa: E402
 from alf_async.remote.weights import IncompatibleWeights  # noqa: E402
-from fakes import CountingEnv, timed_stop, weight_policy_for  # noqa: E402
+from fakes import CountingEnv, counters_of, timed_stop, weight_policy_for  # noqa: E402
 
 E, T = 2, 3  # env threads per actor process, steps per unroll
 
@@ -42,8 +42,9 @@ def _learner(version, timeout=30.0, stateless=False, driver_settings=None, port=
     policy = weight_policy_for(CountingEnv(0), stateless=stateless)
     remote = functools.partial(ReverbService, variables=policy.variables, version=version,
                                port=port, **service)
-    driver = AsyncOffPolicyDriver(CountingEnv, policy, version, learn_queue_cap=2,
-                                  learner_queue_timeout=timeout, remote=remote,
+    gin.bind_parameter("alf_async.LearnFeed.learner_queue_timeout", timeout)
+    driver = AsyncOffPolicyDriver(CountingEnv, policy, counters_of(version), learn_queue_cap=2,
+                                  remote=remote,
                                   **(driver_settings or {}))
     return driver, policy
 
@@ -138,8 +139,10 @@ def test_the_reader_keeps_one_sampler_through_idle_spells_and_a_stop_wakes_its_w
         for task in (0, 1):  # each spell: an actor delivers, leaves, and the queue idles
             actor = _ActorThread(driver.remote.address, task)
             try:
-                _until_delivered(driver, (task,))
-                _take(driver, 4)
+                deadline = time.time() + 60  # behind what the last spell left queued
+                while driver.remote.registry.unrolls(task) < 4:
+                    assert time.time() < deadline, f"task {task} delivered too little"
+                    _take(driver, 1)
             finally:
                 actor.stop()
             time.sleep(1.0)  # five of the old 200 ms polls with nothing to read

@@ -1,0 +1,104 @@
+"""The learn-batch sources by name: `AsyncOffPolicyDriver.exp_replayer`.
+
+A new kind of source is a class behind `contract.BatchSource` and one entry
+in `SOURCES`: its class (whose gin options must stay unset when another
+source is chosen) and a builder from the `SourceNeeds` the driver offers.
+"""
+
+import inspect
+from typing import Any, Callable, Dict, NamedTuple, Optional
+
+import gin
+import tensorflow as tf
+
+from alf_async.batches.fresh import FreshBatches
+from alf_async.batches.prioritized import PrioritizedReplayBatches
+from alf_async.batches.uniform import UniformReplayBatches
+
+
+class SourceNeeds(NamedTuple):
+    """What the driver offers a source's builder.
+
+    Attributes:
+        collector: the `Collector`: `take(n)` unrolls, its `queues` (the learn
+            queue's spec, unroll permits) and `coord`.
+        algorithm: the `Algorithm` (replay stores what its `preprocess` needs).
+        version: int64 scalar variable, the learner's update count.
+        env_steps: int64 scalar variable, the learner's env steps.
+        learn_queue_cap: Q, new unrolls per learn batch.
+        pace: `pacing.Lockstep` or `pacing.FreeRunning`.
+        seed: seeds sampling (None: random).
+        replay_dir: where a replay buffer keeps its content (None: nowhere).
+    """
+    collector: Any
+    algorithm: Any
+    version: tf.Variable
+    env_steps: tf.Variable
+    learn_queue_cap: int
+    pace: Any
+    seed: Optional[int]
+    replay_dir: Optional[str]
+
+
+class Source(NamedTuple):
+    """A registered source: its class and how to build it."""
+    source_class: type
+    build: Callable[[SourceNeeds], Any]
+
+
+def _fresh(needs: SourceNeeds) -> FreshBatches:
+    return FreshBatches(needs.collector.take, needs.version, needs.learn_queue_cap,
+                        needs.collector.queues.unroll_permits, needs.pace, needs.seed)
+
+
+def _uniform(needs: SourceNeeds) -> UniformReplayBatches:
+    return UniformReplayBatches(needs.collector.queues.learn_queue.spec, needs.algorithm,
+                                needs.collector.coord.should_stop, needs.replay_dir)
+
+
+def _prioritized(needs: SourceNeeds) -> PrioritizedReplayBatches:
+    return PrioritizedReplayBatches(needs.collector.queues.learn_queue.spec, needs.algorithm,
+                                    needs.collector.coord.should_stop,
+                                    lambda: int(needs.env_steps), needs.replay_dir)
+
+
+SOURCES: Dict[str, Source] = {
+    "one_time": Source(FreshBatches, _fresh),
+    "uniform": Source(UniformReplayBatches, _uniform),
+    "prioritized": Source(PrioritizedReplayBatches, _prioritized),
+}
+
+
+def check_name(name: str) -> None:
+    """Raises ValueError naming the setting unless `name` is a registered source."""
+    if name not in SOURCES:
+        raise ValueError(f"AsyncOffPolicyDriver.exp_replayer must be one of "
+                         f"{', '.join(repr(n) for n in SOURCES)}, got {name!r}")
+
+
+def check_options_unused(name: str) -> None:
+    """Raises ValueError if gin sets an option of a source class that `name` does not
+    build (`FreshBatches`' with replay, `PrioritizedReplayBatches`' without)."""
+    chosen = SOURCES[name].source_class
+    for source in SOURCES.values():
+        source_class = source.source_class
+        try:
+            bindings = {} if source_class is chosen else gin.get_bindings(source_class)
+        except ValueError:  # not gin-configurable: no options to leave unset
+            continue
+        defaults = inspect.signature(source_class.__init__).parameters
+        for option, value in bindings.items():
+            if value != defaults[option].default:
+                raise ValueError(f"{source_class.__name__}.{option}={value!r} does not apply "
+                                 f"to exp_replayer={name!r}; leave it unset")
+
+
+def build_source(name: str, needs: SourceNeeds):
+    """The learn-batch source registered as `name`, built from `needs`.
+
+    Raises:
+        ValueError: an unknown name, or options of another source set (one line).
+    """
+    check_name(name)
+    check_options_unused(name)
+    return SOURCES[name].build(needs)
