@@ -17,13 +17,15 @@ import time
 
 from absl import app, flags, logging
 
-from alf_async import config
+from alf_async import config, events
 from alf_async.training.gc_policy import exits_fast, imports_uncollected
 
 flags.DEFINE_string("server", None, "HOST:PORT of the learner's Reverb server.")
 flags.DEFINE_integer("task", None, "This actor process's index, 0 ... max_actors - 1.")
 flags.DEFINE_multi_string("gin_file", [], "The learner's gin config file(s).")
 flags.DEFINE_multi_string("gin_param", [], "The learner's gin bindings, applied last.")
+flags.DEFINE_string("root_dir", None, "The run's folder (local, NFS or gs://), where this "
+                    "actor writes its run events (root_dir/events/); None: none written.")
 flags.mark_flags_as_required(["server", "task"])
 FLAGS = flags.FLAGS
 
@@ -56,7 +58,7 @@ def main(argv) -> None:
 
     interrupt = SignalStop()  # installed first: a signal while building stops cleanly too
     stopped = lambda: interrupt.signum is not None
-    with interrupt:
+    with interrupt, events.lifetime(FLAGS.root_dir, f"actor {FLAGS.task}", "actor"):
         try:
             actor = _build_actor(stopped)
         except StoppedBeforeStart:

@@ -12,7 +12,7 @@ from alf_async.batches.contract import check_batch_source
 from alf_async.batches.registry import SourceNeeds, build_source, check_name
 from alf_async.collection import Collector, LocalCollection, RemoteCollection
 from alf_async.collection.contract import check_collection
-from alf_async.experience import Counters, LearnBatch, zeros_learn_batch
+from alf_async.experience import LearnerCounters, LearnBatch, zeros_learn_batch
 from alf_async.collection.pacing import FreeRunning, Lockstep
 
 
@@ -102,7 +102,7 @@ class AsyncOffPolicyDriver:
     STOP_GRACE_SECS = 1.5  # how long `stop()` waits for the threads
 
     def __init__(self, env_factory: Callable[[int], object], algorithm,
-                 counters: Optional[Counters] = None,
+                 counters: Optional[LearnerCounters] = None,
                  num_envs: int = 4,
                  num_actor_queues: int = 1,
                  unroll_length: int = 32,
@@ -119,7 +119,7 @@ class AsyncOffPolicyDriver:
             env_factory: `env_id -> batched PyEnvironment` of B sub-envs; all
                 envs must share B and the algorithm's specs.
             algorithm: an `alf_async.algorithms.contract.Algorithm`.
-            counters: the learner's `Counters` (`Learner.counters`): its update
+            counters: the learner's `LearnerCounters` (`Learner.counters`): its update
                 count, stamped on every step as the policy version, and its env
                 steps (prioritized replay's beta follows them). None: both at 0.
             num_envs: E, number of env threads.
@@ -151,7 +151,7 @@ class AsyncOffPolicyDriver:
                     actor_queue_cap)
         check_modes(exp_replayer, deterministic, remote, num_envs, num_actor_queues,
                     learn_queue_cap, seed)
-        counters = counters or Counters.at_zero()
+        counters = counters or LearnerCounters.at_zero()
         self._version = counters.version
         self.num_envs, self.unroll_length = num_envs, unroll_length
         self.learn_queue_cap, self.deterministic = learn_queue_cap, deterministic

@@ -15,7 +15,7 @@ from tf_agents.trajectories import trajectory
 Nest = Any
 
 
-class Counters(NamedTuple):
+class LearnerCounters(NamedTuple):
     """The learner's counters that collection and replay read (host-side int64
     scalar variables; read from any thread, assigned by the learner's).
 
@@ -27,7 +27,7 @@ class Counters(NamedTuple):
     env_steps: tf.Variable
 
     @classmethod
-    def at_zero(cls) -> "Counters":
+    def at_zero(cls) -> "LearnerCounters":
         """Counters of their own, at 0 (a driver without a learner)."""
         return cls(*[tf.Variable(0, dtype=tf.int64, trainable=False) for _ in range(2)])
 

@@ -28,7 +28,7 @@ from typing import List, Optional, Sequence
 
 from absl import app, flags, logging
 
-from alf_async import config
+from alf_async import config, events
 from alf_async.training.signals import SignalStop
 from alf_async.supervision.spare import NORMAL_PRIORITY, can_wait_idle
 from alf_async.supervision.supervisor import ChildSpec, RestartPolicy, Supervisor
@@ -94,7 +94,7 @@ def child_specs(root_dir: str, gin_files: Sequence[str], gin_params: Sequence[st
     os.makedirs(logs, exist_ok=True)
     return [learner] + [
         _module_spec(f"actor {task}", "alf_async.actor", [
-            f"--server=127.0.0.1:{port}", f"--task={task}",
+            f"--server=127.0.0.1:{port}", f"--task={task}", f"--root_dir={root_dir}",
             *_gin_args(gin_files, list(gin_params) + _ACTOR_WAITS)],
             "idle" if warm_spares else None,
             log_path=os.path.join(logs, f"actor_{task}.log"))
@@ -133,10 +133,11 @@ def main(argv) -> None:
                         FLAGS.tf_threads, warm_spares)
     logging.info("launch: a learner on 127.0.0.1:%d and %d actor process(es); actor logs "
                  "in %s", port, FLAGS.actors, os.path.join(root_dir, "logs"))
-    with SignalStop("stopping every process") as interrupt:
+    with SignalStop("stopping every process") as interrupt, events.lifetime(
+            root_dir, "launch", "launch"):
         status = Supervisor(specs, policy).run(lambda: interrupt.signum)
-    logging.info("launch: exit status %d", status)
-    sys.exit(status)
+        logging.info("launch: exit status %d", status)
+        sys.exit(status)
 
 
 if __name__ == "__main__":

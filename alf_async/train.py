@@ -16,7 +16,7 @@ import time
 
 from absl import app, flags, logging
 
-from alf_async import config
+from alf_async import config, events
 from alf_async.training.gc_policy import exits_fast, imports_uncollected
 
 flags.DEFINE_string("root_dir", None, "Directory for summaries, checkpoints and config.")
@@ -85,12 +85,18 @@ def main(argv) -> None:
 
 def _train() -> None:
     """Runs `train()`; exits 2 for a bad setting, 1 for a failure, 128 + N on signal N."""
-    # pylint: disable=import-outside-toplevel
-    from alf_async.errors import MissingExtraError, ThreadError
-    from alf_async.training import run as run_lib
-    from alf_async.training.checkpoints import CheckpointWriteError
+    from alf_async.training import run as run_lib  # pylint: disable=import-outside-toplevel
 
     made_root_dir = not os.path.exists(FLAGS.root_dir)
+    with events.lifetime(FLAGS.root_dir, "learner", "train"):
+        _train_or_exit(run_lib, made_root_dir)
+
+
+def _train_or_exit(run_lib, made_root_dir: bool) -> None:
+    # pylint: disable=import-outside-toplevel
+    from alf_async.errors import MissingExtraError, ThreadError
+    from alf_async.training.checkpoints import CheckpointWriteError
+
     try:
         remote = {} if FLAGS.serve_port is None else dict(serve_port=FLAGS.serve_port)
         run_lib.train(FLAGS.root_dir, **remote)

@@ -12,7 +12,7 @@ from tf_agents.trajectories import time_step as ts
 
 from alf_async.drivers import AsyncOffPolicyDriver
 from alf_async.environments import CartPoleBatchedEnv
-from alf_async.experience import Counters
+from alf_async.experience import LearnerCounters
 from alf_async.collection.driver_thread import live_driver_threads
 
 EPISODE_LENGTH = 5
@@ -103,9 +103,9 @@ def gin_bound(bindings: dict):
 
 
 def counters_of(version):
-    """The driver's `Counters` for a test's version variable (None: None), env steps
+    """The driver's `LearnerCounters` for a test's version variable (None: None), env steps
     at 0."""
-    return None if version is None else Counters(version, tf.Variable(0, dtype=tf.int64))
+    return None if version is None else LearnerCounters(version, tf.Variable(0, dtype=tf.int64))
 
 
 def learning_driver(policy_version, fail_env=None, batch_size=3, bindings=(), **kwargs):

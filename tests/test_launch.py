@@ -127,8 +127,26 @@ def test_a_killed_learner_is_restarted_resumes_and_the_run_reaches_475(tmp_path)
         result = json.load(open(root / "result.json"))
         assert result["average_return"] >= 475.0
         assert not _left_in(sessions), "processes outlived the launch"
+        _assert_events_tell_the_same(str(root), learner_pid[0])
     finally:
         _kill(proc, sessions)
+
+
+def _assert_events_tell_the_same(root, killed_pid):
+    """The typed events of the run: what the log said, read without its lines."""
+    from alf_async.events import read_events  # pylint: disable=import-outside-toplevel
+    read = read_events(root)
+    learners = sorted({e["pid"] for e in read if e["process"] == "learner"})
+    assert len(learners) == 2 and killed_pid in learners  # the first, killed, and its restart
+    restarted = [e for e in read if e["event"] == "restarted"]
+    assert [(e["child"], e["reason"], e["restart"]) for e in restarted] == [
+        ("learner", "signal SIGKILL", 1)]
+    resumed = [e for e in read if e["event"] == "resumed"]
+    assert len(resumed) == 1 and resumed[0]["pid"] != killed_pid and resumed[0]["iteration"] >= 1
+    assert any(e["event"] == "reached_target" for e in read)
+    stops = {e["process"]: e["status"] for e in read if e["event"] == "stopped"}
+    assert stops["launch"] == 0 and stops["learner"] == 0  # the killed one wrote none
+    assert {"actor 0", "actor 1"} <= {e["process"] for e in read if e["event"] == "started"}
 
 
 @pytest.mark.slow

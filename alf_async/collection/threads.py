@@ -13,6 +13,7 @@ import numpy as np
 import tensorflow as tf
 from tf_agents.trajectories import time_step as ts
 
+from alf_async import events
 from alf_async.collection.driver_thread import DriverThread
 from alf_async.experience import ActReply, ActRequest, Experience, Unroll, batched
 from alf_async.collection.restart_budget import RestartBudget
@@ -127,6 +128,7 @@ class EnvThread(DriverThread):
     def _restart_env(self) -> None:
         logging.warning("%s: env raised %r; replacing it with a new one", self.name,
                         self._env_error)
+        events.emit("env_exception_survived", env=self.name, error=repr(self._env_error))
         try:
             self._env.close()
         except Exception:  # pylint: disable=broad-except

@@ -11,7 +11,7 @@ from absl import logging
 from alf_async.learning import devices as devices_lib
 from alf_async.algorithms import layout
 from alf_async.algorithms.contract import check_algorithm, per_item_terms
-from alf_async.experience import Counters, LearnBatch
+from alf_async.experience import LearnerCounters, LearnBatch
 from alf_async.metrics import StageClock
 from alf_async.learning.optimizers import make_optimizer
 from alf_async.algorithms.schedules import Schedule, schedule_value
@@ -167,9 +167,9 @@ class Learner(tf.Module):
         self._sgd_step_fn = tf.function(self._reduced_sgd_step, autograph=False)
 
     @property
-    def counters(self) -> Counters:
+    def counters(self) -> LearnerCounters:
         """`train_step` (the policy version) and `env_steps`, for the driver."""
-        return Counters(self.train_step, self.env_steps)
+        return LearnerCounters(self.train_step, self.env_steps)
 
     @property
     def strategy(self) -> tf.distribute.Strategy:

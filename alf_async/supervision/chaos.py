@@ -38,6 +38,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 
 from absl import app, flags, logging
 
+from alf_async import events
 from alf_async.supervision.spare import SPARE_NAME, waiting
 
 KINDS = ("env_exception", "env_worker_kill", "actor_kill", "learner_kill", "learner_term",
@@ -178,6 +179,7 @@ class Injector:
     stop_seconds: List[float] = dataclasses.field(default_factory=list)
     _blockers: List[str] = dataclasses.field(default_factory=list)
     _learner_mark: int = 0  # log offset of the last learner fault
+    last_target: str = "checkpoints"  # what the last fault hit (a process's pid)
 
     def inject(self, kind: str) -> bool:
         return getattr(self, "_" + kind)()
@@ -185,10 +187,12 @@ class Injector:
     def _kill(self, pids: List[int], signum: int) -> bool:
         if not pids:
             return False
+        pid = self.rng.choice(sorted(pids))
         try:
-            os.kill(self.rng.choice(sorted(pids)), signum)
+            os.kill(pid, signum)
         except ProcessLookupError:
             return False
+        self.last_target = f"pid {pid}"
         return True
 
     def _env_worker_kill(self) -> bool:
@@ -397,9 +401,11 @@ def _inject_until_done(proc, injector: Injector, plan, deadline: float,
         now = progress() if plan else 0.0
         if plan and now >= plan[0][0]:
             _, kind = plan.pop(0)
+            injector.last_target = "checkpoints"
             if injector.inject(kind):
                 injected[kind] = injected.get(kind, 0) + 1
                 logging.info("chaos: %s at %.1f", kind, now)
+                events.emit("fault_injected", kind=kind, target=injector.last_target)
             else:  # no target yet: at the next bit of progress
                 plan.insert(0, (now + (1 if FLAGS.mean_interval_env_steps else 1.0), kind))
         time.sleep(0.1)
@@ -429,6 +435,7 @@ def _interrupt(signum, frame):
 def run(kinds: List[str]) -> dict:
     """Runs the launch under the schedule; returns the ledger."""
     os.makedirs(FLAGS.root_dir, exist_ok=True)
+    events.configure(FLAGS.root_dir, "chaos")
     log_path = os.path.join(FLAGS.root_dir, "launch.log")
     started_wall = time.time()
     started = _seconds(datetime.datetime.now().strftime("I%m%d %H:%M:%S.%f"))

@@ -22,6 +22,7 @@ from typing import Callable, List, Optional, Sequence
 
 from absl import logging
 
+from alf_async import events
 from alf_async.supervision import spare as spare_lib
 from alf_async.collection.restart_budget import RestartBudget
 
@@ -304,6 +305,8 @@ class Supervisor:
             return 1
         logging.warning("launch: %s exited with %s; restart %d in %.1f s", child.spec.name,
                         describe_status(returncode), child.restarts, delay)
+        events.emit("restarted", child=child.spec.name, reason=describe_status(returncode),
+                    restart=child.restarts, delay_secs=delay)
         return None
 
     def _stop_on_signal(self, signum: int) -> int:

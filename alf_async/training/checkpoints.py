@@ -17,6 +17,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from alf_async import events
 from alf_async.training import files
 from alf_async.training.evaluation import export_policy
 
@@ -118,6 +119,8 @@ def restore(root_dir: str, checkpoint: tf.train.Checkpoint, counters: Counters) 
             continue
         checkpoint.restore(prefix).assert_existing_objects_matched()
         logging.info("Resumed from %s at iteration %d", prefix, int(counters.iteration))
+        events.emit("resumed", iteration=int(counters.iteration),
+                    env_steps=int(counters.env_steps))
         return
     if saved:
         raise ValueError(f"none of the {len(saved)} checkpoints in "
@@ -141,11 +144,13 @@ def save(manager: tf.train.CheckpointManager, counters: Counters) -> str:
     """
     iteration = int(counters.iteration)
     try:
-        return manager.save(checkpoint_number=iteration)
+        prefix = manager.save(checkpoint_number=iteration)
     except (OSError, tf.errors.OpError) as error:
         why = str(error).strip().splitlines()[0] if str(error).strip() else repr(error)
         raise CheckpointWriteError(f"the checkpoint of iteration {iteration} could not be "
                                    f"written to {manager.directory}: {why}") from None
+    events.emit("checkpointed", iteration=iteration, env_steps=int(counters.env_steps))
+    return prefix
 
 
 def save_and_export(manager: tf.train.CheckpointManager, counters: Counters, algorithm,

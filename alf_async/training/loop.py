@@ -13,6 +13,7 @@ from typing import Callable, Optional
 import tensorflow as tf
 from absl import logging
 
+from alf_async import events
 from alf_async.training import checkpoints
 from alf_async.training.checkpoints import Counters
 from alf_async.environments import create_environment
@@ -151,6 +152,8 @@ class Progress:
             self._counters.reached_env_steps.assign(env_steps)
             logging.info("Average return reached %.1f after %.1f s and %d env steps",
                          self._report_return, self.reached(), env_steps)
+            events.emit("reached_target", average_return=float(average_return),
+                        env_steps=env_steps, seconds=self.reached())
 
     def due(self, interval_secs: float) -> bool:
         now = time.time()

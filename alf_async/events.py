@@ -1,0 +1,158 @@
+"""Typed run events: what each process of a run did, as JSON lines the others can read.
+
+Every process of a run (the learner, each actor, the launch, a chaos run)
+writes its events to a file of its own, `root_dir/events/<process>-<pid>.jsonl`,
+through `tf.io.gfile`, so a shared filesystem or a bucket (`gs://...`) works
+the same. Buckets cannot append: each `emit()` writes the process's whole file
+anew (beside it, then renamed), and a file rotates to `...-<pid>.<n>.jsonl`
+after `MAX_PER_FILE` events. Events are rare (starts, checkpoints, restarts,
+faults), so rewriting is cheap.
+
+One event is one JSON object on one line:
+
+    {"time": 1795860000.12, "process": "learner", "pid": 4242, "event": "resumed",
+     "iteration": 120, "env_steps": 245760}
+
+`KINDS` names every event and the fields it carries beside `time`, `process`,
+`pid` and `event`. Readers (`read_events`) get every process's events in time
+order; nothing parses another module's log lines.
+
+Thread-safety: `emit()` may be called from any thread.
+"""
+
+import contextlib
+import json
+import os
+import threading
+import time
+from typing import Dict, Iterator, List, Optional, Tuple
+
+from absl import logging
+
+# event -> the fields it carries (besides time, process, pid, event)
+KINDS: Dict[str, Tuple[str, ...]] = {
+    "started": ("command",),  # a process began (a restart is a new start)
+    "resumed": ("iteration", "env_steps"),  # the learner restored a checkpoint
+    "checkpointed": ("iteration", "env_steps"),  # the learner wrote one
+    "reached_target": ("average_return", "env_steps", "seconds"),
+    "restarted": ("child", "reason", "restart", "delay_secs"),  # by the launch
+    "fault_injected": ("kind", "target"),  # by a chaos run
+    "env_exception_survived": ("env", "error"),  # an env was rebuilt
+    "stopped": ("status",),  # the process's exit status
+}
+MAX_PER_FILE = 1000
+DIRECTORY = "events"
+
+
+def check(event: str, fields: dict) -> None:
+    """Raises ValueError unless `event` is known and `fields` are exactly its fields."""
+    if event not in KINDS:
+        raise ValueError(f"unknown run event {event!r}; known: {', '.join(KINDS)}")
+    if set(fields) != set(KINDS[event]):
+        raise ValueError(f"run event {event!r} carries {sorted(KINDS[event])}, "
+                         f"got {sorted(fields)}")
+
+
+class EventLog:
+    """One process's events, kept whole in memory and written whole on each `emit()`."""
+
+    def __init__(self, root_dir: str, process: str, pid: Optional[int] = None):
+        """
+        Args:
+            root_dir: the run's folder (local path or `gs://...`).
+            process: what the process is: 'learner', 'actor 0', 'launch', ...
+            pid: its process id (None: this process's).
+        """
+        self.process, self.pid = process, pid or os.getpid()
+        self._root, self._dir = root_dir, os.path.join(root_dir, DIRECTORY)
+        self._written = False  # a root_dir removed after a first write stays removed
+        self._lock = threading.Lock()
+        self._events: List[dict] = []
+        self._part = 0
+
+    def emit(self, event: str, **fields) -> dict:
+        """Records `event` with exactly its `KINDS` fields and writes the file.
+
+        Raises:
+            ValueError: an unknown event or other fields (a programming error).
+        """
+        check(event, fields)
+        record = dict(time=time.time(), process=self.process, pid=self.pid, event=event,
+                      **fields)
+        with self._lock:
+            if len(self._events) == MAX_PER_FILE:
+                self._events, self._part = [], self._part + 1
+            self._events.append(record)
+            self._write()
+        return record
+
+    def _write(self) -> None:
+        """Writes the file whole; a failed write is one warning (events never end a run)."""
+        import tensorflow as tf  # pylint: disable=import-outside-toplevel  # light until used
+        name = f"{self.process.replace(' ', '_')}-{self.pid}"
+        path = os.path.join(self._dir, name + (f".{self._part}" if self._part else "")
+                            + ".jsonl")
+        try:
+            if self._written and not tf.io.gfile.exists(self._root):
+                return  # a run that failed at its start removed its folder
+            tf.io.gfile.makedirs(self._dir)
+            with tf.io.gfile.GFile(path + ".writing", "w") as out:
+                out.write("".join(json.dumps(e, sort_keys=True) + "\n" for e in self._events))
+            tf.io.gfile.rename(path + ".writing", path, overwrite=True)
+            self._written = True
+        except (OSError, tf.errors.OpError) as error:
+            logging.warning("Run event not written to %s: %s", path, error)
+
+
+_log: Optional[EventLog] = None
+
+
+def configure(root_dir: Optional[str], process: str) -> Optional[EventLog]:
+    """Makes `emit()` write this process's events under `root_dir` (None: nowhere)."""
+    global _log  # pylint: disable=global-statement
+    _log = EventLog(root_dir, process) if root_dir else None
+    return _log
+
+
+def emit(event: str, **fields) -> Optional[dict]:
+    """`EventLog.emit` on this process's log, if `configure()` set one (else only the
+    check of the fields)."""
+    check(event, fields)
+    return _log.emit(event, **fields) if _log is not None else None
+
+
+@contextlib.contextmanager
+def lifetime(root_dir: Optional[str], process: str, command: str) -> Iterator[None]:
+    """This process's events go under `root_dir`: 'started' now, and 'stopped' with
+    the exit status when the block ends (a `SystemExit`'s, 0, or 1 for an error)."""
+    configure(root_dir, process)
+    emit("started", command=command)
+    status = 1
+    try:
+        yield
+        status = 0
+    except SystemExit as exit_:
+        status = exit_.code if isinstance(exit_.code, int) else int(exit_.code is not None)
+        raise
+    finally:
+        emit("stopped", status=status)
+
+
+def read_events(root_dir: str) -> List[dict]:
+    """Every process's events under `root_dir`, in time order (a line torn by a
+    crash of the file system is skipped)."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    folder = os.path.join(root_dir, DIRECTORY)
+    if not tf.io.gfile.isdir(folder):
+        return []
+    events = []
+    for name in sorted(tf.io.gfile.listdir(folder)):
+        if not name.endswith(".jsonl"):
+            continue
+        with tf.io.gfile.GFile(os.path.join(folder, name)) as lines:
+            for line in lines:
+                try:
+                    events.append(json.loads(line))
+                except json.JSONDecodeError:
+                    continue
+    return sorted(events, key=lambda e: e["time"])

@@ -1,0 +1,97 @@
+"""`events`: typed run events, written whole per process and read in time order."""
+
+import json
+import os
+
+import pytest
+
+from alf_async import events
+from alf_async.training import run as run_lib
+
+
+@pytest.fixture(autouse=True)
+def no_event_log():
+    yield
+    events.configure(None, "")
+
+
+def test_each_process_writes_a_file_of_its_own_and_readers_get_them_in_time_order(tmp_path):
+    learner = events.EventLog(str(tmp_path), "learner", pid=11)
+    actor = events.EventLog(str(tmp_path), "actor 0", pid=12)
+    first = learner.emit("resumed", iteration=3, env_steps=300)
+    actor.emit("env_exception_survived", env="EnvThread1", error="RuntimeError('x')")
+    learner.emit("stopped", status=143)
+    assert sorted(os.listdir(tmp_path / "events")) == ["actor_0-12.jsonl", "learner-11.jsonl"]
+    read = events.read_events(str(tmp_path))
+    assert [(e["process"], e["event"]) for e in read] == [
+        ("learner", "resumed"), ("actor 0", "env_exception_survived"), ("learner", "stopped")]
+    assert read[0] == first and read[0]["iteration"] == 3 and read[0]["pid"] == 11
+    lines = (tmp_path / "events" / "learner-11.jsonl").read_text().splitlines()
+    assert [json.loads(line)["event"] for line in lines] == ["resumed", "stopped"]
+
+
+def test_an_unknown_event_or_other_fields_are_refused(tmp_path):
+    log = events.EventLog(str(tmp_path), "learner")
+    with pytest.raises(ValueError, match="unknown run event 'resume'; known: started, resumed"):
+        log.emit("resume", iteration=1, env_steps=2)
+    with pytest.raises(ValueError, match=r"'stopped' carries \['status'\], got \['code'\]"):
+        events.emit("stopped", code=1)  # checked even with no log configured
+    assert not (tmp_path / "events").exists()
+
+
+def test_a_file_rotates_after_its_limit_and_a_torn_line_is_skipped(tmp_path, monkeypatch):
+    monkeypatch.setattr(events, "MAX_PER_FILE", 2)
+    log = events.EventLog(str(tmp_path), "launch", pid=7)
+    for restart in range(1, 6):
+        log.emit("restarted", child="actor 0", reason="signal SIGKILL", restart=restart,
+                 delay_secs=0.0)
+    assert sorted(os.listdir(tmp_path / "events")) == [
+        "launch-7.1.jsonl", "launch-7.2.jsonl", "launch-7.jsonl"]
+    with open(tmp_path / "events" / "launch-7.2.jsonl", "a") as torn:
+        torn.write('{"time": 1')
+    assert [e["restart"] for e in events.read_events(str(tmp_path))] == [1, 2, 3, 4, 5]
+
+
+def _returns():
+    pass
+
+
+def _exits_2():
+    raise SystemExit(2)
+
+
+def _fails():
+    raise ZeroDivisionError
+
+
+@pytest.mark.parametrize("body, status", [(_returns, 0), (_exits_2, 2), (_fails, 1)])
+def test_a_lifetime_is_started_then_stopped_with_the_exit_status(tmp_path, body, status):
+    try:
+        with events.lifetime(str(tmp_path), "actor 1", "actor"):
+            body()
+    except (SystemExit, ZeroDivisionError):
+        assert status
+    read = events.read_events(str(tmp_path))
+    assert [(e["event"], e.get("command"), e.get("status")) for e in read] == [
+        ("started", "actor", None), ("stopped", None, status)]
+
+
+def test_a_root_dir_removed_after_the_first_event_is_not_made_again(tmp_path):
+    root = tmp_path / "run"
+    log = events.EventLog(str(root), "learner")
+    log.emit("started", command="train")
+    for path in sorted(root.rglob("*"), reverse=True):
+        path.unlink() if path.is_file() else path.rmdir()
+    root.rmdir()  # a run that failed at its start removes the folder it made
+    log.emit("stopped", status=2)
+    assert not root.exists()
+
+
+def test_the_learner_records_its_checkpoints_and_its_resume(tmp_path):
+    root = str(tmp_path / "run")
+    events.configure(root, "learner")
+    run_lib.train(root, num_iterations=2, num_env_steps=None, checkpoint_interval=1)
+    run_lib.train(root, num_iterations=3, num_env_steps=None, checkpoint_interval=1)
+    read = [(e["event"], e.get("iteration")) for e in events.read_events(root)]
+    assert read == [("checkpointed", 1), ("checkpointed", 2), ("checkpointed", 2),
+                    ("resumed", 2), ("checkpointed", 3), ("checkpointed", 3)]
