@@ -53,8 +53,12 @@ def _medians_line(experiment: Dict, baseline: Optional[str], figure, what: str) 
 
 
 def _faults(ledger: Dict) -> str:
+    """'fired; env exceptions', with 'fired of scheduled' where the schedule had rounds
+    (a ledger of before the count of scheduled faults has none)."""
     outside = sum(n for kind, n in ledger["faults"].items() if kind != "env_exception")
-    return f"{outside}; {ledger['faults'].get('env_exception', 0)}"
+    scheduled = sum(ledger.get("scheduled", {}).values())
+    fired = f"{outside} of {scheduled}" if scheduled else f"{outside}"
+    return f"{fired}; {ledger['faults'].get('env_exception', 0)}"
 
 
 def _restarts(ledger: Dict) -> str:
@@ -80,8 +84,8 @@ def chaos_table(experiment: Dict) -> str:
     medians = _cell_medians(experiment, wall_seconds_to_target)
     if not medians:
         return ""
-    rows = ["| cell | seed | wall s | wall s to target (env steps) | faults (outside; env "
-            "exceptions) | restarts (learner, actors; env rebuilds) | s without training "
+    rows = ["| cell | seed | wall s | wall s to target (env steps) | faults (outside, of "
+            "scheduled; env exceptions) | restarts (learner, actors; env rebuilds) | s without training "
             "after learner restarts | processes left, unreadable checkpoints, duplicated "
             "unrolls, hangs | longest stop s |", "|---|---:|---:|---:|---|---|---:|---|---:|"]
     rows += [_row(cell["name"], seed) for cell in experiment["cells"] if cell["name"] in medians

@@ -392,9 +392,18 @@ def _progress(log_path: str) -> Callable[[], float]:
     return lambda: time.monotonic() - start
 
 
+def _count_kinds(plan) -> Dict[str, int]:
+    """`{kind: faults}` of a plan of `(when, kind)`."""
+    counts: Dict[str, int] = {}
+    for _, kind in plan:
+        counts[kind] = counts.get(kind, 0) + 1
+    return counts
+
+
 def _inject_until_done(proc, injector: Injector, plan, deadline: float,
                        progress: Callable[[], float]) -> Dict[str, int]:
-    """Injects `plan` while the launch runs; returns the faults injected, by kind."""
+    """Injects `plan` while the launch runs; returns the faults injected, by kind.
+    What is left in `plan` was scheduled but never fired (the run ended first)."""
     injected = {}
     while proc.poll() is None and time.monotonic() < deadline:
         injector.clear_blockers()
@@ -407,7 +416,7 @@ def _inject_until_done(proc, injector: Injector, plan, deadline: float,
                 logging.info("chaos: %s at %.1f", kind, now)
                 events.emit("fault_injected", kind=kind, target=injector.last_target)
             else:  # no target yet: at the next bit of progress
-                plan.insert(0, (now + (1 if FLAGS.mean_interval_env_steps else 1.0), kind))
+                plan.insert(0, (now + 1, kind))  # one second or one env step later
         time.sleep(0.1)
     injector.clear_blockers(force=True)
     return injected
@@ -446,7 +455,7 @@ def run(kinds: List[str]) -> dict:
     injector = Injector(tree, FLAGS.root_dir, random.Random(FLAGS.seed), log_path)
     previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
-        injected = {}
+        injected, plan, scheduled = {}, [], {}
         if _wait_for_training(proc, log_path, deadline):
             tree.learner()  # note the sessions
             by_steps = FLAGS.mean_interval_env_steps > 0
@@ -454,6 +463,7 @@ def run(kinds: List[str]) -> dict:
                             else FLAGS.mean_interval_secs,
                             float("inf") if by_steps else FLAGS.timeout_secs, FLAGS.seed,
                             FLAGS.rounds)
+            scheduled = _count_kinds(plan) if FLAGS.rounds else {}  # else: open-ended
             injected = _inject_until_done(proc, injector, plan, deadline,
                                           _progress(log_path))
         final_stop = _stop(proc)
@@ -466,8 +476,13 @@ def run(kinds: List[str]) -> dict:
         injected["env_exception"] = env_restarts_in_actor_logs(FLAGS.root_dir,
                                                                "InjectedEnvFault")
     stops = injector.stop_seconds + ([final_stop] if final_stop else [])
+    unfired = _count_kinds(plan) if FLAGS.rounds else {}
+    if unfired:
+        logging.warning("chaos: the run ended before %d scheduled fault(s) fired: %s",
+                        sum(unfired.values()), unfired)
     return dict(
-        seed=FLAGS.seed, faults=injected, restarts=restarts_by_child(log),
+        seed=FLAGS.seed, faults=injected, scheduled=scheduled, unfired=unfired,
+        restarts=restarts_by_child(log),
         env_restarts=env_restarts_in_actor_logs(FLAGS.root_dir),
         **lost_to_learner_restarts(log),
         reached=reached(log, FLAGS.target, started),

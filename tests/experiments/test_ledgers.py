@@ -43,3 +43,13 @@ def test_an_experiment_without_ledgers_has_no_table_and_a_run_without_one_reads_
     assert ledgers.read_ledger(str(tmp_path)) is None
     (tmp_path / "ledger.json").write_text(json.dumps(_ledger(12.5)))
     assert ledgers.wall_seconds_to_target(ledgers.read_ledger(str(tmp_path))) == 12.5
+
+
+def test_a_ledger_with_a_schedule_shows_the_faults_fired_of_those_scheduled():
+    ledger = _ledger(60.0, faults={"actor_kill": 2, "learner_kill": 3, "env_exception": 4})
+    ledger["scheduled"] = {"actor_kill": 3, "learner_kill": 3}
+    table = ledgers.chaos_table({"cells": [_cell("faults=all", [30.0])]})
+    assert "| faults (outside, of scheduled; env exceptions) |" in table
+    assert ledgers._faults(ledger) == "5 of 6; 4"  # pylint: disable=protected-access
+    del ledger["scheduled"]  # a ledger written before the count: fired only
+    assert ledgers._faults(ledger) == "5; 4"  # pylint: disable=protected-access

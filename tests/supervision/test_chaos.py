@@ -63,6 +63,47 @@ def test_progress_in_env_steps_is_the_most_any_learner_logged():
     assert chaos.progress_env_steps("") == 0
 
 
+class _Proc:
+    """A launch that runs for `polls` polls, then has exited."""
+
+    def __init__(self, polls):
+        self.polls = polls
+
+    def poll(self):
+        self.polls -= 1
+        return None if self.polls > 0 else 0
+
+
+class _Injector:
+    last_target = ""
+
+    def __init__(self, fires):
+        self.fires, self.tried = fires, []
+
+    def inject(self, kind):
+        self.tried.append(kind)
+        return self.fires(kind)
+
+    def clear_blockers(self, force=False):
+        pass
+
+
+def test_faults_the_run_ended_before_are_left_in_the_plan_as_unfired(monkeypatch):
+    """Of 3 rounds of 2 kinds only what came due while the launch ran fires; the rest
+    stays in the plan (the ledger's `unfired`), and a fault with no target yet waits."""
+    monkeypatch.setattr(time, "sleep", lambda seconds: None)
+    plan = [(1.0, "actor_kill"), (2.0, "learner_kill"), (3.0, "actor_kill"),
+            (50.0, "learner_kill"), (60.0, "actor_kill"), (70.0, "learner_kill")]
+    clock = iter(range(100))
+    injector = _Injector(lambda kind: kind != "learner_kill" or len(injector.tried) > 2)
+    injected = chaos._inject_until_done(  # pylint: disable=protected-access
+        _Proc(polls=8), injector, plan, deadline=float("inf"),
+        progress=lambda: float(next(clock)))
+    assert injected == {"actor_kill": 2, "learner_kill": 1}
+    assert injector.tried[:3] == ["actor_kill", "learner_kill", "learner_kill"]
+    assert chaos._count_kinds(plan) == {"learner_kill": 2, "actor_kill": 1}  # pylint: disable=protected-access
+
+
 def test_the_ledger_reads_restarts_losses_and_the_target_from_the_log():
     assert chaos.restarts_by_child(LOG) == {"learner": 1, "actor 1": 1}
     lost = chaos.lost_to_learner_restarts(LOG)
