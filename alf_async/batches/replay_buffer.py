@@ -146,18 +146,8 @@ class ReplayBuffer:
         self._packing = ColumnPacking(segment_spec(unroll_spec, self._splitter.prefix))
         self.batch_size, self.sequence_length = batch_size, sequence_length
         self.priorities, self.sequences = priorities, sequence_prefix is not None
-        # Trained steps per sampled item, and the learn batch's columns per item.
         whole = bool(priorities or self.sequences or whole_segments)
-        steps_per_item = self.unroll_length if whole else 1
-        self.windows_per_item = 1 if self.sequences else steps_per_item
-        if batch_size % steps_per_item:
-            raise ValueError(
-                f"ReplayBuffer.batch_size={batch_size} must be a multiple of "
-                f"AsyncOffPolicyDriver.unroll_length={self.unroll_length} with prioritized "
-                f"replay, sequences or whole_segments (each sampled segment gives all its "
-                f"steps)")
-        self.items_per_batch = batch_size // steps_per_item
-        self._steps_per_item = steps_per_item
+        self._set_sizes(batch_size, whole)
         self.replay_ratio = replay_ratio
         if save_buffer and not checkpoint_dir:
             raise ValueError("ReplayBuffer.save_buffer=True needs a checkpoint_dir "
@@ -171,8 +161,7 @@ class ReplayBuffer:
         self.restored_segments = self._check_restored(table)
         self._writer = self._client.trajectory_writer(num_keep_alive_refs=1)
         self._samples = None  # the dataset's iterator, made by the sampling thread
-        self.inserted_steps = 0
-        self.sampled_windows = 0
+        self.inserted_steps = self.sampled_windows = 0
         # Waits of the sampler that outlasted a poll; each drops the windows
         # in flight (Reverb counted them as sampled, the learner never saw them).
         self.sample_timeouts = 0
@@ -180,21 +169,40 @@ class ReplayBuffer:
         cut = (self._whole_segments if self.sequences else
                self._every_window if whole else self._random_windows)
         self._cut = tf.function(cut, autograph=False)  # `[S, ...]` segments
-        # Sampled items are cut into windows inside the dataset's pipeline, so
-        # that the sampling thread makes one call per learn batch. Its elements
-        # are flat (tf.data would turn the lists of a policy state into tuples).
-        self._sampled_structure = None  # `(windows, info)`, set when `map` traces
+        self._dataset = self._sampled_dataset(cut)
+        self._new_priorities = new_priorities or self._constant_priorities
+
+    def _set_sizes(self, batch_size: int, whole: bool) -> None:
+        """Trained steps per sampled item (T where `whole`: every window of a segment,
+        else 1), the learn batch's columns per item, and items per learn batch."""
+        steps_per_item = self.unroll_length if whole else 1
+        if batch_size % steps_per_item:
+            raise ValueError(
+                f"ReplayBuffer.batch_size={batch_size} must be a multiple of "
+                f"AsyncOffPolicyDriver.unroll_length={self.unroll_length} with prioritized "
+                f"replay, sequences or whole_segments (each sampled segment gives all its "
+                f"steps)")
+        self._steps_per_item = steps_per_item
+        self.windows_per_item = 1 if self.sequences else steps_per_item
+        self.items_per_batch = batch_size // steps_per_item
+
+    def _sampled_dataset(self, cut: Callable):
+        """The table's items, `items_per_batch` at a time, cut into windows inside the
+        dataset's pipeline, so that the sampling thread makes one call per learn batch.
+        Its elements are flat (tf.data would turn the lists of a policy state into
+        tuples); `_sampled_structure` is their structure, `(windows, info)`, set when
+        `map` traces."""
+        self._sampled_structure = None
 
         def cut_sampled(sample):
             cut_sample = (cut(self._packing.unpack(sample.data)), sample.info)
             self._sampled_structure = tf.nest.map_structure(lambda _: 0, cut_sample)
             return tuple(tf.nest.flatten(cut_sample))
 
-        self._dataset = reverb.TrajectoryDataset.from_table_signature(
+        return self._reverb.TrajectoryDataset.from_table_signature(
             self.address, self.TABLE, max_in_flight_samples_per_worker=self.items_per_batch,
             rate_limiter_timeout_ms=self._POLL_MS).batch(
                 self.items_per_batch, drop_remainder=True).map(cut_sampled)
-        self._new_priorities = new_priorities or self._constant_priorities
 
     def _table(self, spec, spec_batch_size: int, capacity: int, min_size: int,
                ratio_tolerance: float):
