@@ -1,9 +1,11 @@
 """Typed run events: what each process of a run did, as JSON lines the others can read.
 
 Every process of a run (the learner, each actor, the launch, a chaos run)
-writes its events to a file of its own, `root_dir/events/<process>-<pid>.jsonl`,
-through `tf.io.gfile`, so a shared filesystem or a bucket (`gs://...`) works
-the same. Buckets cannot append: each `emit()` writes the process's whole file
+writes its events to a file of its own, `root_dir/events/<process>-<pid>.jsonl`:
+a local path with the standard library, a URL (`gs://...`) through
+`tf.io.gfile`, so a shared filesystem or a bucket works the same (and a
+process that has not imported TensorFlow, the launch, does not import it for
+its events). Buckets cannot append: each `emit()` writes the process's whole file
 anew (beside it, then renamed), and a file rotates to `...-<pid>.<n>.jsonl`
 after `MAX_PER_FILE` events. Events are rare (starts, checkpoints, restarts,
 faults), so rewriting is cheap.
@@ -88,23 +90,57 @@ class EventLog:
 
     def _write(self) -> None:
         """Writes the file whole; a failed write is one warning (events never end a run)."""
-        import tensorflow as tf  # pylint: disable=import-outside-toplevel  # light until used
+        files = _files(self._root)
         name = f"{self.process.replace(' ', '_')}-{self.pid}"
         path = os.path.join(self._dir, name + (f".{self._part}" if self._part else "")
                             + ".jsonl")
         try:
-            if self._written and not tf.io.gfile.exists(self._root):
+            if self._written and not files.exists(self._root):
                 return  # a run that failed at its start removed its folder
-            tf.io.gfile.makedirs(self._dir)
-            with tf.io.gfile.GFile(path + ".writing", "w") as out:
+            files.makedirs(self._dir)
+            with files.open(path + ".writing", "w") as out:
                 out.write("".join(json.dumps(e, sort_keys=True) + "\n" for e in self._events))
-            tf.io.gfile.rename(path + ".writing", path, overwrite=True)
+            files.rename(path + ".writing", path)
             self._written = True
-        except (OSError, tf.errors.OpError) as error:
+        except Exception as error:  # pylint: disable=broad-except  # OSError, tf's OpError
             logging.warning("Run event not written to %s: %s", path, error)
 
 
+class _LocalFiles:
+    """The file operations events need, on a local path (no TensorFlow)."""
+    exists, isdir, listdir, open = (staticmethod(os.path.exists), staticmethod(os.path.isdir),
+                                    staticmethod(os.listdir), staticmethod(open))
+
+    @staticmethod
+    def makedirs(path: str) -> None:
+        os.makedirs(path, exist_ok=True)
+
+    @staticmethod
+    def rename(source: str, target: str) -> None:
+        os.replace(source, target)
+
+
+class _GFiles:
+    """The same through `tf.io.gfile`: `gs://`, `s3://`, `hdfs://` and other URLs."""
+
+    def __init__(self):
+        import tensorflow as tf  # pylint: disable=import-outside-toplevel
+        self._gfile = tf.io.gfile
+        self.exists, self.isdir, self.listdir = (tf.io.gfile.exists, tf.io.gfile.isdir,
+                                                 tf.io.gfile.listdir)
+        self.makedirs, self.open = tf.io.gfile.makedirs, tf.io.gfile.GFile
+
+    def rename(self, source: str, target: str) -> None:
+        self._gfile.rename(source, target, overwrite=True)
+
+
+def _files(path: str):
+    """`_GFiles` for a URL, else `_LocalFiles`."""
+    return _GFiles() if "://" in path else _LocalFiles
+
+
 _log: Optional[EventLog] = None
+_held_start: Optional[str] = None  # a warm spare's command, 'started' at its promotion
 
 
 def configure(root_dir: Optional[str], process: str) -> Optional[EventLog]:
@@ -122,11 +158,16 @@ def emit(event: str, **fields) -> Optional[dict]:
 
 
 @contextlib.contextmanager
-def lifetime(root_dir: Optional[str], process: str, command: str) -> Iterator[None]:
-    """This process's events go under `root_dir`: 'started' now, and 'stopped' with
-    the exit status when the block ends (a `SystemExit`'s, 0, or 1 for an error)."""
+def lifetime(root_dir: Optional[str], process: str, command: str,
+             held: bool = False) -> Iterator[None]:
+    """This process's events go under `root_dir`: 'started' now (`held`: at
+    `announce()`, a warm spare's promotion), and 'stopped' with the exit status when
+    the block ends (a `SystemExit`'s, 0, or 1 for an error), if it started."""
+    global _held_start  # pylint: disable=global-statement
     configure(root_dir, process)
-    emit("started", command=command)
+    _held_start = command
+    if not held:
+        announce()
     status = 1
     try:
         yield
@@ -135,21 +176,30 @@ def lifetime(root_dir: Optional[str], process: str, command: str) -> Iterator[No
         status = exit_.code if isinstance(exit_.code, int) else int(exit_.code is not None)
         raise
     finally:
-        emit("stopped", status=status)
+        if _held_start is None:  # a spare never promoted was never this process's start
+            emit("stopped", status=status)
+
+
+def announce() -> None:
+    """Emits the 'started' that `lifetime(held=True)` held back (once)."""
+    global _held_start  # pylint: disable=global-statement
+    if _held_start is not None:
+        command, _held_start = _held_start, None
+        emit("started", command=command)
 
 
 def read_events(root_dir: str) -> List[dict]:
     """Every process's events under `root_dir`, in time order (a line torn by a
     crash of the file system is skipped)."""
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    files = _files(root_dir)
     folder = os.path.join(root_dir, DIRECTORY)
-    if not tf.io.gfile.isdir(folder):
+    if not files.isdir(folder):
         return []
     events = []
-    for name in sorted(tf.io.gfile.listdir(folder)):
+    for name in sorted(files.listdir(folder)):
         if not name.endswith(".jsonl"):
             continue
-        with tf.io.gfile.GFile(os.path.join(folder, name)) as lines:
+        with files.open(os.path.join(folder, name)) as lines:
             for line in lines:
                 try:
                     events.append(json.loads(line))

@@ -85,10 +85,11 @@ def main(argv) -> None:
 
 def _train() -> None:
     """Runs `train()`; exits 2 for a bad setting, 1 for a failure, 128 + N on signal N."""
-    from alf_async.training import run as run_lib  # pylint: disable=import-outside-toplevel
+    # pylint: disable=import-outside-toplevel
+    from alf_async.training import promotion, run as run_lib
 
     made_root_dir = not os.path.exists(FLAGS.root_dir)
-    with events.lifetime(FLAGS.root_dir, "learner", "train"):
+    with events.lifetime(FLAGS.root_dir, "learner", "train", held=promotion.pending()):
         _train_or_exit(run_lib, made_root_dir)
 
 

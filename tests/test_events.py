@@ -2,6 +2,8 @@
 
 import json
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -95,3 +97,36 @@ def test_the_learner_records_its_checkpoints_and_its_resume(tmp_path):
     read = [(e["event"], e.get("iteration")) for e in events.read_events(root)]
     assert read == [("checkpointed", 1), ("checkpointed", 2), ("checkpointed", 2),
                     ("resumed", 2), ("checkpointed", 3), ("checkpointed", 3)]
+
+
+def test_a_url_root_dir_goes_through_tf_io_gfile():
+    """`ram://` stands in for a bucket: written whole, renamed, read back."""
+    log = events.EventLog("ram://events_test_run", "learner", pid=5)
+    log.emit("checkpointed", iteration=10, env_steps=20480)
+    log.emit("stopped", status=0)
+    read = events.read_events("ram://events_test_run")
+    assert [(e["event"], e["pid"]) for e in read] == [("checkpointed", 5), ("stopped", 5)]
+
+
+def test_a_local_root_dir_does_not_import_tensorflow(tmp_path):
+    """The launch writes events too, and must stop within its bound: no 3-s import."""
+    code = ("import sys; from alf_async import events; "
+            f"events.configure({str(tmp_path)!r}, 'launch'); events.emit('stopped', status=0); "
+            "print(len(events.read_events(" + repr(str(tmp_path)) + ")), "
+            "'tensorflow' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60, check=True).stdout.split()
+    assert out == ["1", "False"]
+
+
+def test_a_spares_events_start_at_its_promotion_and_an_unpromoted_one_writes_none(tmp_path):
+    promoted, unpromoted = tmp_path / "promoted", tmp_path / "unpromoted"
+    with events.lifetime(str(promoted), "learner", "train", held=True):
+        assert events.read_events(str(promoted)) == []  # running ahead: not started yet
+        events.announce()
+        events.announce()  # once
+    assert [e["event"] for e in events.read_events(str(promoted))] == ["started", "stopped"]
+    with pytest.raises(SystemExit):
+        with events.lifetime(str(unpromoted), "learner", "train", held=True):
+            raise SystemExit(0)  # dropped by its supervisor before the word
+    assert events.read_events(str(unpromoted)) == []

@@ -12,6 +12,8 @@ Thread-safety: `install` runs once, before the command starts; `pending` and
 import threading
 from typing import Callable, Optional
 
+from alf_async import events
+
 _gate: Optional[threading.Event] = None
 _on_promotion: Callable[[], None] = lambda: None
 
@@ -35,3 +37,4 @@ def await_promotion() -> None:
         return
     _gate.wait()
     _on_promotion()
+    events.announce()  # a spare's run events start here
