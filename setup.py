@@ -43,6 +43,9 @@ TUNE = ["optuna==4.5.0", "optuna-dashboard==0.20.0", "PyYAML==6.0.2", "SQLAlchem
 DOCS = ["mkdocs==1.6.1", "mkdocs-material==9.5.49", "mkdocstrings==0.27.0",
         "mkdocstrings-python==1.13.0", "griffe==1.15.0", "mkdocs-autorefs==1.2.0"]
 REPLAY = ["dm-reverb==0.14.0", "dm-tree==0.1.10", "portpicker==1.6.0"]
+# The launch on a Ray cluster (--backend=ray). Plain ray: ray[default] past 2.55.1
+# needs pydantic 2, which tf-agents' typing-extensions pin forbids.
+RAY = ["ray==2.60.0"]
 
 setup(
     name="alf_async",
@@ -66,11 +69,12 @@ setup(
         # Actor processes on other hosts, talking to the learner through Reverb.
         "distributed": REPLAY,
         # Reports of multi-seed experiments, and hyper-parameter search.
+        "ray": [*REPLAY, *RAY],
         "experiment": EXPERIMENT,
         "tune": TUNE,
         "docs": DOCS,
         "test": ["pytest==9.2.0", "pytest-timeout==2.4.0", "matplotlib==3.8.4",
-                 *MUJOCO, *BOX2D, *ATARI, *MINATAR, *ENVPOOL, *REPLAY, *TUNE,
+                 *MUJOCO, *BOX2D, *ATARI, *MINATAR, *ENVPOOL, *REPLAY, *RAY, *TUNE,
                  *DOCS],
         "plot": ["matplotlib==3.8.4"],
     },

@@ -16,21 +16,30 @@ actors' at idle priority); its next restart is that spare's promotion,
 seconds sooner than a cold start. Ctrl-C or SIGTERM stops everything within 5 s, the
 learner checkpointing first.
 
+With `--backend=ray` the same processes run as Ray actors on a Ray cluster
+(`--address=auto` or HOST:PORT; none: a Ray of its own on this host), placed
+by `--learner_resources` and `--actor_resources` (JSON, e.g. '{"GPU": 1}');
+Ray moves a process whose node is lost and the launch restarts its command
+there (`alf_async.supervision.ray_backend`).
+
 Exit status: the learner's when it finishes (0), 1 when a process's restart
 budget ran out, 2 for a bad setting (here or in a process), 128 + the signal
 when stopped by one. See docs/reliability.md.
 """
 
+import json
 import os
 import socket
 import sys
-from typing import List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from absl import app, flags, logging
 
 from alf_async import config, events
 from alf_async.training.signals import SignalStop
 from alf_async.supervision.spare import NORMAL_PRIORITY, can_wait_idle
+from alf_async.supervision.backend import Backend
+from alf_async.supervision.local import LocalBackend
 from alf_async.supervision.supervisor import ChildSpec, RestartPolicy, Supervisor
 
 flags.DEFINE_string("root_dir", None, "The learner's run directory (as for alf_async.train).")
@@ -45,6 +54,14 @@ flags.DEFINE_integer("tf_threads", 0, "The learner's --tf_threads.")
 flags.DEFINE_bool("warm_spares", True, "Keep a warm spare of every process (imports done; "
                   "the learner's also built and its update run once) that a restart "
                   "promotes instead of starting cold.")
+flags.DEFINE_enum("backend", "local", ["local", "ray"], "Where the processes run: "
+                  "subprocesses of this launch, or Ray actors on a Ray cluster.")
+flags.DEFINE_string("address", None, "--backend=ray: the cluster to join ('auto' or "
+                    "HOST:PORT); None: a Ray of its own on this host, shut down at the end.")
+flags.DEFINE_string("learner_resources", "{}", "--backend=ray: the learner's Ray resources, "
+                    'as JSON (e.g. \'{"GPU": 1}\' or \'{"learner": 1}\').')
+flags.DEFINE_string("actor_resources", "{}", "--backend=ray: each actor process's Ray "
+                    "resources, as JSON; the actors spread over the nodes that have them.")
 flags.mark_flag_as_required("root_dir")
 FLAGS = flags.FLAGS
 
@@ -78,8 +95,9 @@ def _module_spec(name: str, module: str, args: List[str], spare: Optional[str],
 
 def child_specs(root_dir: str, gin_files: Sequence[str], gin_params: Sequence[str],
                 actors: int, port: int, tf_threads: int = 0,
-                warm_spares: bool = False) -> List[ChildSpec]:
-    """The learner (primary) and `actors` actor processes serving/using `port`.
+                warm_spares: bool = False, server_host: str = "127.0.0.1") -> List[ChildSpec]:
+    """The learner (primary) and `actors` actor processes serving/using
+    `server_host:port`.
 
     With `warm_spares`, the learner's spare gets ready (imports, build, the
     update run once) at normal priority: training stops while the learner
@@ -94,16 +112,33 @@ def child_specs(root_dir: str, gin_files: Sequence[str], gin_params: Sequence[st
     os.makedirs(logs, exist_ok=True)
     return [learner] + [
         _module_spec(f"actor {task}", "alf_async.actor", [
-            f"--server=127.0.0.1:{port}", f"--task={task}", f"--root_dir={root_dir}",
+            f"--server={server_host}:{port}", f"--task={task}", f"--root_dir={root_dir}",
             *_gin_args(gin_files, list(gin_params) + _ACTOR_WAITS)],
             "idle" if warm_spares else None,
             log_path=os.path.join(logs, f"actor_{task}.log"))
         for task in range(actors)]
 
 
+def _resources(flag: str) -> Dict[str, float]:
+    """The JSON object of the resources flag `flag`; ValueError naming it otherwise."""
+    try:
+        resources = json.loads(getattr(FLAGS, flag))
+    except json.JSONDecodeError as error:
+        raise ValueError(f"--{flag} must be a JSON object, got {getattr(FLAGS, flag)!r} "
+                         f"({error.msg})") from None
+    if not isinstance(resources, dict) or not all(
+            isinstance(v, (int, float)) and v >= 0 for v in resources.values()):
+        raise ValueError(f"--{flag} must map resource names to amounts >= 0, got "
+                         f"{getattr(FLAGS, flag)!r}")
+    return resources
+
+
 def _check_flags() -> RestartPolicy:
     """The restart policy of the flags; exits 2 with one line for a bad flag."""
     try:
+        if FLAGS.backend == "local" and FLAGS.address:
+            raise ValueError("--address needs --backend=ray")
+        _resources("learner_resources"), _resources("actor_resources")
         if FLAGS.actors < 1:
             raise ValueError(f"--actors must be >= 1, got {FLAGS.actors}")
         if not 0 <= FLAGS.port < 65536:
@@ -116,14 +151,7 @@ def _check_flags() -> RestartPolicy:
         sys.exit(2)
 
 
-def main(argv) -> None:
-    del argv
-    policy = _check_flags()
-    try:
-        root_dir = config.check_writable(FLAGS.root_dir)
-    except ValueError as error:
-        logging.error("Bad setting: %s", error)
-        sys.exit(2)
+def _local_specs(root_dir: str) -> Tuple[Backend, List[ChildSpec], str]:
     port = FLAGS.port or free_port()
     warm_spares = FLAGS.warm_spares and can_wait_idle()
     if FLAGS.warm_spares and not warm_spares:
@@ -131,11 +159,40 @@ def main(argv) -> None:
                         "this user could not give it back when promoted (RLIMIT_NICE < 20)")
     specs = child_specs(root_dir, FLAGS.gin_file, FLAGS.gin_param, FLAGS.actors, port,
                         FLAGS.tf_threads, warm_spares)
-    logging.info("launch: a learner on 127.0.0.1:%d and %d actor process(es); actor logs "
-                 "in %s", port, FLAGS.actors, os.path.join(root_dir, "logs"))
+    return LocalBackend(), specs, f"127.0.0.1:{port}"
+
+
+def _ray_specs(root_dir: str) -> Tuple[Backend, List[ChildSpec], str]:
+    """The Ray backend, connected, with the learner's host placed (its node's address
+    is the actors' server); ValueError for a bad setting."""
+    from alf_async.supervision import ray_backend  # pylint: disable=import-outside-toplevel
+    backend = ray_backend.RayBackend(FLAGS.address, _resources("learner_resources"),
+                                     _resources("actor_resources"), FLAGS.max_restarts)
+    try:
+        host, port = backend.place_learner("learner", root_dir, FLAGS.port)
+    except ValueError:
+        backend.close()
+        raise
+    specs = child_specs(root_dir, FLAGS.gin_file, FLAGS.gin_param, FLAGS.actors, port,
+                        FLAGS.tf_threads, server_host=host)
+    return backend, specs, f"{host}:{port}"
+
+
+def main(argv) -> None:
+    del argv
+    policy = _check_flags()
+    try:
+        root_dir = config.check_writable(FLAGS.root_dir)
+        make = _ray_specs if FLAGS.backend == "ray" else _local_specs
+        backend, specs, server = make(root_dir)
+    except ValueError as error:
+        logging.error("Bad setting: %s", error)
+        sys.exit(2)
+    logging.info("launch (%s): a learner on %s and %d actor process(es); actor logs in %s",
+                 backend.name, server, FLAGS.actors, os.path.join(root_dir, "logs"))
     with SignalStop("stopping every process") as interrupt, events.lifetime(
             root_dir, "launch", "launch"):
-        status = Supervisor(specs, policy).run(lambda: interrupt.signum)
+        status = Supervisor(specs, policy, backend=backend).run(lambda: interrupt.signum)
         logging.info("launch: exit status %d", status)
         sys.exit(status)
 

@@ -15,7 +15,13 @@ progress, every kind in turn):
   process, an actor process, the learner;
 - learner_term: SIGTERM of the learner (it checkpoints and exits 143);
 - checkpoint_write: the learner's next checkpoint writes fail (a directory
-  stands where their index files go) until its error line shows.
+  stands where their index files go) until its error line shows;
+- node_loss (`--backend=ray` only): the node that holds the actor processes
+  is removed and a fresh one added.
+
+With `--backend=ray` the tool starts a Ray cluster of two simulated nodes on
+this host (`ray_cluster.SimulatedCluster`: the learner's node and the
+actors') and the launch joins it.
 
 `--faults=none` runs the same command without faults (the baseline). The
 ledger (printed, and written to `--ledger`, default ROOT_DIR/ledger.json)
@@ -43,7 +49,8 @@ from alf_async.supervision.spare import SPARE_NAME, waiting
 
 KINDS = ("env_exception", "env_worker_kill", "actor_kill", "learner_kill", "learner_term",
          "checkpoint_write")
-OUTSIDE = KINDS[1:]  # injected by this tool; env_exception is drawn in the envs
+RAY_KINDS = ("node_loss",)  # only where the run has nodes
+OUTSIDE = KINDS[1:] + RAY_KINDS  # injected by this tool; env_exception is drawn in the envs
 
 FLAGS = flags.FLAGS
 
@@ -70,23 +77,28 @@ def _define_flags() -> None:
     flags.DEFINE_bool("warm_spares", True, "The launch's --warm_spares.")
     flags.DEFINE_float("target", 475.0, "The average return the run must reach.")
     flags.DEFINE_string("ledger", None, "Where to write the ledger (ROOT_DIR/ledger.json).")
+    flags.DEFINE_enum("backend", "local", ["local", "ray"], "The launch's --backend; with "
+                      "ray, on a cluster of two simulated nodes that this tool starts.")
     flags.mark_flag_as_required("root_dir")
 
 
 _STOP_BOUND_SECS = 5.0  # a stop that takes longer is a hang
 
 
-def parse_kinds(text: str) -> List[str]:
-    """The fault kinds of `--faults`; raises ValueError naming an unknown one."""
+def parse_kinds(text: str, backend: str = "local") -> List[str]:
+    """The fault kinds of `--faults` ('all': every kind of `backend`); raises
+    ValueError naming an unknown one, or one the backend cannot have."""
+    known = KINDS + RAY_KINDS if backend == "ray" else KINDS
     if text.strip() in ("", "none"):
         return []
     if text.strip() == "all":
-        return list(KINDS)
+        return list(known)
     kinds = [kind.strip() for kind in text.split(",")]
     for kind in kinds:
-        if kind not in KINDS:
-            raise ValueError(f"--faults: unknown fault kind {kind!r} (known: "
-                             f"{', '.join(KINDS)}, all or none)")
+        if kind not in known:
+            needs = " (needs --backend=ray)" if kind in RAY_KINDS else ""
+            raise ValueError(f"--faults: unknown fault kind {kind!r}{needs} (known: "
+                             f"{', '.join(known)}, all or none)")
     return kinds
 
 
@@ -134,15 +146,33 @@ def _proc_table() -> Dict[int, tuple]:
     return table
 
 
-class LaunchTree:
-    """The launch's children (learner, actors) and the actors' env workers."""
+_COMMANDS = ("alf_async.train", "alf_async.actor", SPARE_NAME)
 
-    def __init__(self, launch_pid: int):
-        self._pid = launch_pid
-        self.sessions = set()  # every session a child of the launch ever had
+
+class LaunchTree:
+    """The run's processes below `root_pid` (the launch, or this tool with its Ray
+    cluster): the learner, the actors (the commands whose parent is not one, a
+    launch's child or a Ray host's) and the actors' env workers."""
+
+    def __init__(self, root_pid: int):
+        self._pid = root_pid
+        self.sessions = set()  # every session a command of the run ever had
+        self.descendants = set()  # every process below root_pid ever seen
+
+    def _below(self, table) -> set:
+        below, grew = {self._pid}, True
+        while grew:
+            more = {pid for pid, (ppid, _, _) in table.items() if ppid in below} - below
+            below |= more
+            grew = bool(more)
+        below.discard(self._pid)
+        self.descendants |= below
+        return below
 
     def _children(self, table) -> Dict[int, str]:
-        children = {pid: cmd for pid, (ppid, sid, cmd) in table.items() if ppid == self._pid}
+        commands = {pid: table[pid][2] for pid in self._below(table)
+                    if any(name in table[pid][2] for name in _COMMANDS)}
+        children = {pid: cmd for pid, cmd in commands.items() if table[pid][0] not in commands}
         self.sessions.update(table[pid][1] for pid in children)
         return children
 
@@ -164,7 +194,9 @@ class LaunchTree:
                 if ppid in actors and cmd == actors[ppid]]
 
     def left_behind(self) -> List[int]:
-        return [pid for pid, (_, sid, _) in _proc_table().items() if sid in self.sessions]
+        """Processes of the run's sessions, or ever below `root_pid`, still alive."""
+        return [pid for pid, (_, sid, _) in _proc_table().items()
+                if sid in self.sessions or pid in self.descendants]
 
 
 # --- injecting --------------------------------------------------------------------------
@@ -180,6 +212,7 @@ class Injector:
     _blockers: List[str] = dataclasses.field(default_factory=list)
     _learner_mark: int = 0  # log offset of the last learner fault
     last_target: str = "checkpoints"  # what the last fault hit (a process's pid)
+    cluster: Optional[object] = None  # a `ray_cluster.SimulatedCluster` (--backend=ray)
 
     def inject(self, kind: str) -> bool:
         return getattr(self, "_" + kind)()
@@ -247,6 +280,14 @@ class Injector:
             if not os.path.exists(path):
                 os.makedirs(path)
                 self._blockers.append(path)
+        return True
+
+    def _node_loss(self) -> bool:
+        """Removes the actors' node and adds another (Ray moves their hosts there)."""
+        if self.cluster is None or not self.tree.actors():
+            return False
+        old, new = self.cluster.replace_actor_node()
+        self.last_target = f"node {old[:12]} (now {new[:12]})"
         return True
 
     def clear_blockers(self, force: bool = False) -> None:
@@ -359,14 +400,14 @@ def env_restarts_in_actor_logs(root_dir: str, cause: str = "") -> int:
 
 # --- the run ----------------------------------------------------------------------------
 
-def _launch_command(kinds: Sequence[str]) -> List[str]:
+def _launch_command(kinds: Sequence[str], cluster=None) -> List[str]:
     params = [f"train.seed={FLAGS.seed}", *FLAGS.gin_param]
     if "env_exception" in kinds:
         params += [f"create_environment.step_fault_probability={FLAGS.env_fault_p}",
                    "LocalCollection.restart_failed_envs=True"]
     return [sys.executable, "-m", "alf_async.launch", f"--root_dir={FLAGS.root_dir}",
             f"--actors={FLAGS.actors}", f"--max_restarts={FLAGS.max_restarts}",
-            f"--warm_spares={FLAGS.warm_spares}",
+            f"--warm_spares={FLAGS.warm_spares}", *(cluster.launch_flags() if cluster else []),
             *[f"--gin_file={path}" for path in FLAGS.gin_file],
             *[f"--gin_param={param}" for param in params]]
 
@@ -441,6 +482,31 @@ def _interrupt(signum, frame):
     raise KeyboardInterrupt
 
 
+def _start_cluster():
+    """The simulated Ray cluster of `--backend=ray` (None: the local backend)."""
+    if FLAGS.backend != "ray":
+        return None
+    from alf_async.supervision import ray_cluster  # pylint: disable=import-outside-toplevel
+    return ray_cluster.SimulatedCluster(FLAGS.actors)
+
+
+def _inject(proc, injector: Injector, kinds: Sequence[str], log_path: str,
+            deadline: float) -> tuple:
+    """Once the learner trains, the schedule's faults; returns (injected, plan left,
+    scheduled)."""
+    if not _wait_for_training(proc, log_path, deadline):
+        return {}, [], {}
+    injector.tree.learner()  # note the sessions
+    by_steps = FLAGS.mean_interval_env_steps > 0
+    plan = schedule(kinds, FLAGS.mean_interval_env_steps if by_steps
+                    else FLAGS.mean_interval_secs,
+                    float("inf") if by_steps else FLAGS.timeout_secs, FLAGS.seed,
+                    FLAGS.rounds)
+    scheduled = _count_kinds(plan) if FLAGS.rounds else {}  # else: open-ended
+    injected = _inject_until_done(proc, injector, plan, deadline, _progress(log_path))
+    return injected, plan, scheduled
+
+
 def run(kinds: List[str]) -> dict:
     """Runs the launch under the schedule; returns the ledger."""
     os.makedirs(FLAGS.root_dir, exist_ok=True)
@@ -449,44 +515,52 @@ def run(kinds: List[str]) -> dict:
     started_wall = time.time()
     started = _seconds(datetime.datetime.now().strftime("I%m%d %H:%M:%S.%f"))
     deadline = time.monotonic() + FLAGS.timeout_secs
-    with open(log_path, "a") as out:
-        proc = subprocess.Popen(_launch_command(kinds), stdout=out, stderr=subprocess.STDOUT)
-    tree = LaunchTree(proc.pid)
-    injector = Injector(tree, FLAGS.root_dir, random.Random(FLAGS.seed), log_path)
+    cluster = _start_cluster()
+    tree = LaunchTree(os.getpid() if cluster else 0)
     previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
-        injected, plan, scheduled = {}, [], {}
-        if _wait_for_training(proc, log_path, deadline):
-            tree.learner()  # note the sessions
-            by_steps = FLAGS.mean_interval_env_steps > 0
-            plan = schedule(kinds, FLAGS.mean_interval_env_steps if by_steps
-                            else FLAGS.mean_interval_secs,
-                            float("inf") if by_steps else FLAGS.timeout_secs, FLAGS.seed,
-                            FLAGS.rounds)
-            scheduled = _count_kinds(plan) if FLAGS.rounds else {}  # else: open-ended
-            injected = _inject_until_done(proc, injector, plan, deadline,
-                                          _progress(log_path))
+        with open(log_path, "a") as out:
+            proc = subprocess.Popen(_launch_command(kinds, cluster), stdout=out,
+                                    stderr=subprocess.STDOUT)
+        tree = tree if cluster else LaunchTree(proc.pid)
+        injector = Injector(tree, FLAGS.root_dir, random.Random(FLAGS.seed), log_path,
+                            cluster=cluster)
+        injected, plan, scheduled = _inject(proc, injector, kinds, log_path, deadline)
         final_stop = _stop(proc)
     finally:
         signal.signal(signal.SIGTERM, previous)
         _stop(proc)  # this tool interrupted: the launch stops its processes
+        tree.left_behind()  # note what is below, the cluster's processes too
+        if cluster:
+            cluster.shutdown()
     time.sleep(1.0)  # the kernel delivers the children's parent-death signals
-    log = _read(log_path)
+    return _ledger(kinds, proc, tree, injector, dict(
+        injected=injected, plan=plan, scheduled=scheduled, final_stop=final_stop,
+        started=started, started_wall=started_wall))
+
+
+def _ledger(kinds, proc, tree: LaunchTree, injector: Injector, state: dict) -> dict:
+    """What the run and its faults came to (`state`: what `run()` gathered)."""
+    log = _read(injector.log_path)
+    injected = state["injected"]
     if "env_exception" in kinds:
         injected["env_exception"] = env_restarts_in_actor_logs(FLAGS.root_dir,
                                                                "InjectedEnvFault")
+    final_stop = state["final_stop"]
     stops = injector.stop_seconds + ([final_stop] if final_stop else [])
-    unfired = _count_kinds(plan) if FLAGS.rounds else {}
+    unfired = _count_kinds(state["plan"]) if FLAGS.rounds else {}
     if unfired:
         logging.warning("chaos: the run ended before %d scheduled fault(s) fired: %s",
                         sum(unfired.values()), unfired)
     return dict(
-        seed=FLAGS.seed, faults=injected, scheduled=scheduled, unfired=unfired,
+        seed=FLAGS.seed, backend=FLAGS.backend, faults=injected,
+        scheduled=state["scheduled"], unfired=unfired,
         restarts=restarts_by_child(log),
         env_restarts=env_restarts_in_actor_logs(FLAGS.root_dir),
         **lost_to_learner_restarts(log),
-        reached=reached(log, FLAGS.target, started),
-        exit_status=proc.returncode, wall_seconds=round(time.time() - started_wall, 1),
+        reached=reached(log, FLAGS.target, state["started"]),
+        exit_status=proc.returncode,
+        wall_seconds=round(time.time() - state["started_wall"], 1),
         timed_out=bool(final_stop), processes_left=len(tree.left_behind()),
         unreadable_checkpoints=unreadable_checkpoints(FLAGS.root_dir),
         duplicated_unrolls=len(re.findall(r"delivered unroll \d+ again", log)),
@@ -497,7 +571,7 @@ def run(kinds: List[str]) -> dict:
 def main(argv) -> None:
     del argv
     try:
-        kinds = parse_kinds(FLAGS.faults)
+        kinds = parse_kinds(FLAGS.faults, FLAGS.backend)
         if not 0.0 <= FLAGS.env_fault_p <= 1.0:
             raise ValueError(f"--env_fault_p must be in [0, 1], got {FLAGS.env_fault_p}")
         if FLAGS.actors < 1:

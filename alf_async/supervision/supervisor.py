@@ -1,54 +1,31 @@
 """Keeps a group of processes alive: restarts with backoff, a clean stop, no orphans.
 
-A `Supervisor` runs one process per `ChildSpec`. Each child runs in a
-session of its own, so a terminal's Ctrl-C reaches the supervisor alone and a
-stop reaches the child's own subprocesses (env workers) too; and on Linux with
-`PR_SET_PDEATHSIG` = SIGKILL, so that a supervisor killed by SIGKILL takes its
-children along. `python -m alf_async.launch` supervises a learner and its actor
-processes with it; nothing here knows about training.
+A `Supervisor` runs one process per `ChildSpec` through a `backend.Backend`:
+on this host (`local.LocalBackend`: sessions of their own that die with the
+supervisor) or on a Ray cluster (`ray_backend.RayBackend`). The restart
+policy, the stop and the exit status are the same on both.
+`python -m alf_async.launch` supervises a learner and its actor processes with
+it; nothing here knows about training.
 
 Thread-safety: a `Supervisor` is driven from one thread, the main one (the
-parent-death signal is tied to the thread that started a child).
+parent-death signal of a local child is tied to the thread that started it).
 """
 
-import ctypes
 import dataclasses
-import functools
-import os
 import signal
-import subprocess
 import time
 from typing import Callable, List, Optional, Sequence
 
 from absl import logging
 
 from alf_async import events
-from alf_async.supervision import spare as spare_lib
 from alf_async.collection.restart_budget import RestartBudget
+from alf_async.supervision.backend import Backend, ChildSpec, Process
+from alf_async.supervision.local import LocalBackend
+
+__all__ = ["ChildSpec", "RestartPolicy", "Supervisor", "describe_status"]
 
 BAD_SETTING = 2  # the exit status of a bad setting: a restart cannot help
-_PR_SET_PDEATHSIG = 1
-
-
-@dataclasses.dataclass(frozen=True)
-class ChildSpec:
-    """A process to keep alive.
-
-    Attributes:
-        name: names it in log lines ("learner", "actor 1").
-        argv: its command line.
-        log_path: its stdout and stderr are appended here (None: the supervisor's).
-        primary: its exit with status 0 ends the group (the learner finished).
-        spare_argv: the command line of its warm spare (`alf_async.supervision.spare`),
-            started beside the child at idle priority (unless it says
-            `--normal_priority`); a restart is then the spare's promotion
-            (None: a restart starts `argv` cold).
-    """
-    name: str
-    argv: Sequence[str]
-    log_path: Optional[str] = None
-    primary: bool = False
-    spare_argv: Optional[Sequence[str]] = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,70 +70,32 @@ def describe_status(returncode: int) -> str:
     return f"exit status {returncode}"
 
 
-def _libc_prctl() -> Optional[Callable]:
-    try:
-        return ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None  # not Linux
-
-
-_PRCTL = _libc_prctl()  # looked up here, not after a fork
-
-
-def _die_with_parent(parent_pid: int) -> None:
-    """Makes this process get SIGKILL when its parent dies (Linux; elsewhere nothing).
-
-    For a just-forked process: `parent_pid` is the parent it was forked from,
-    and a parent already gone ends it at once.
-    """
-    if _PRCTL is None:
-        return
-    _PRCTL(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    if os.getppid() != parent_pid:
-        os._exit(1)
-
-
 class Child:
-    """One supervised process and its restart history."""
+    """One supervised process, its warm spare and its restart history."""
 
-    def __init__(self, spec: ChildSpec, policy: RestartPolicy):
+    def __init__(self, spec: ChildSpec, policy: RestartPolicy,
+                 backend: Optional[Backend] = None):
         self.spec, self._policy = spec, policy
-        self.process: Optional[subprocess.Popen] = None
+        self._backend = backend or LocalBackend()
+        self.process: Optional[Process] = None
         self.restarts = 0
         self.restart_at: Optional[float] = None  # when a scheduled restart is due
-        self.spare: Optional[subprocess.Popen] = None  # warm, not yet promoted
+        self.spare: Optional[Process] = None  # warm, not yet promoted
         self._started = 0.0
         self._backoff = policy.backoff_secs
         self._budget = policy.budget()
 
-    def _popen(self, argv: Sequence[str], spare: bool = False) -> subprocess.Popen:
-        """Starts `argv` in a session of its own that dies with this process."""
-        log = open(self.spec.log_path, "ab") if self.spec.log_path else None  # noqa: SIM115
-        die = functools.partial(_die_with_parent, os.getpid())
-        try:
-            return subprocess.Popen(
-                list(argv), stdout=log, stderr=subprocess.STDOUT if log else None,
-                stdin=subprocess.PIPE if spare else None, start_new_session=True,
-                preexec_fn=(lambda: (die(), spare_lib.idle_priority()))
-                if spare and spare_lib.NORMAL_PRIORITY not in argv else die)
-        finally:
-            if log:
-                log.close()
-
     def start(self) -> None:
         """Starts the child: its warm spare promoted if one is ready, else cold."""
-        self.process = self._promote_spare() or self._popen(self.spec.argv)
+        self.process = self._promote_spare() or self._backend.start(self.spec)
         self._started, self.restart_at = time.monotonic(), None
 
-    def _promote_spare(self) -> Optional[subprocess.Popen]:
+    def _promote_spare(self) -> Optional[Process]:
         spare, self.spare = self.spare, None
         if spare is None:
             return None
-        try:
-            spare.stdin.write(spare_lib.PROMOTE)
-            spare.stdin.close()
-        except (BrokenPipeError, OSError):  # it died meanwhile
-            _kill_session(spare)
+        if not spare.promote():  # it died meanwhile
+            spare.kill()
             return None
         logging.info("launch: %s starts from its warm spare (pid %d)", self.spec.name,
                      spare.pid)
@@ -165,10 +104,10 @@ class Child:
     def tend_spare(self) -> None:
         """Starts the spare of a running child that has none (it waits at idle priority)."""
         if self.spare is not None and self.spare.poll() is not None:
-            _kill_session(self.spare)  # a spare that died: another one
+            self.spare.kill()  # a spare that died: another one
             self.spare = None
         if self.spec.spare_argv and self.spare is None and self.running:
-            self.spare = self._popen(self.spec.spare_argv, spare=True)
+            self.spare = self._backend.start(self.spec, spare=True)
 
     def poll(self) -> Optional[int]:
         """The return code once the process has exited, else None."""
@@ -196,36 +135,18 @@ class Child:
         return delay
 
     def signal_group(self, signum: int) -> None:
-        """Sends `signum` to the child's session (its subprocesses too), if any is left."""
+        """Sends `signum` to the child and its subprocesses, if any is left."""
         if self.process is not None:
-            _signal_session(self.process, signum)
+            self.process.signal(signum)
 
     def drop_spare(self, wait: bool = True) -> None:
-        """SIGKILLs the spare's session; with `wait`, reaps it too. A spare at idle
-        priority may wait for a core to die on a busy machine: a stop signals
-        the spares first and reaps them last."""
+        """SIGKILLs the spare; with `wait`, reaps it too. A spare at idle priority may
+        wait for a core to die on a busy machine: a stop signals the spares first
+        and reaps them last."""
         if self.spare is not None:
-            spare_lib.normal_priority(self.spare.pid)
-            _signal_session(self.spare, signal.SIGKILL)
+            self.spare.kill(wait=wait)
             if wait:
-                _kill_session(self.spare)
                 self.spare = None
-
-
-def _signal_session(process: subprocess.Popen, signum: int) -> None:
-    try:
-        os.killpg(process.pid, signum)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def _kill_session(process: subprocess.Popen) -> None:
-    """SIGKILLs the session of `process` and reaps it."""
-    _signal_session(process, signal.SIGKILL)
-    try:
-        process.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        logging.error("launch: pid %d did not die on SIGKILL", process.pid)
 
 
 class Supervisor:
@@ -242,8 +163,18 @@ class Supervisor:
     """
 
     def __init__(self, specs: Sequence[ChildSpec], policy: RestartPolicy,
-                 stop_grace_secs: float = 4.0, poll_secs: float = 0.1):
-        self.children: List[Child] = [Child(spec, policy) for spec in specs]
+                 stop_grace_secs: float = 4.0, poll_secs: float = 0.1,
+                 backend: Optional[Backend] = None):
+        """
+        Args:
+            specs: the processes, started in this order (the primary first).
+            policy: restarts allowed, and their backoff.
+            stop_grace_secs: from SIGTERM to SIGKILL on a stop.
+            poll_secs: how often the children are looked at.
+            backend: where they run (None: `LocalBackend`, this host); closed by `run()`.
+        """
+        self.backend = backend or LocalBackend()
+        self.children: List[Child] = [Child(spec, policy, self.backend) for spec in specs]
         self._policy = policy
         self._grace, self._poll = stop_grace_secs, poll_secs
 
@@ -267,6 +198,7 @@ class Supervisor:
                 time.sleep(self._poll)
         finally:
             self._kill_all()
+            self.backend.close()
 
     def _check_children(self) -> Optional[int]:
         """Starts children whose restart is due; returns the status that ends the run."""
@@ -328,7 +260,8 @@ class Supervisor:
             if child.running:
                 child.signal_group(signal.SIGTERM)
         deadline = time.monotonic() + self._grace
-        while any(child.running for child in self.children) and time.monotonic() < deadline:
+        while time.monotonic() < deadline and any(
+                child.poll() is None and child.running for child in self.children):
             time.sleep(0.05)
         self._kill_all()
 
@@ -338,10 +271,7 @@ class Supervisor:
             child.drop_spare(wait=False)
             child.signal_group(signal.SIGKILL)
         for child in self.children:
-            if child.process is not None:
-                try:
-                    child.process.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    logging.error("launch: %s (pid %d) did not die on SIGKILL",
+            if child.process is not None and child.process.wait(timeout=10) is None:
+                logging.error("launch: %s (pid %d) did not die on SIGKILL",
                                   child.spec.name, child.process.pid)
             child.drop_spare()

@@ -245,3 +245,22 @@ def test_a_restart_promotes_the_warm_spare_and_a_stop_ends_every_spare(
     assert f"launch: learner starts from its warm spare (pid {spares[0]})" in caplog.text
     assert _lines(ledger, "term") == [spares[0]]  # the promoted spare stopped cleanly
     assert not [pid for pid in _lines(ledger, "start") + spares if _alive(pid)]
+
+
+def test_a_stop_ends_as_soon_as_every_child_exited_not_after_the_whole_grace(tmp_path):
+    """The grace is an upper bound: children that exit at once on SIGTERM end the stop
+    at once (the stop used to read exits it never polled for, and always waited 4 s)."""
+    ledgers = [tmp_path / "learner", tmp_path / "actor"]
+    supervisor = Supervisor([_spec("learner", ledgers[0], "serve", primary=True),
+                             _spec("actor 0", ledgers[1], "serve")], QUICK,
+                            stop_grace_secs=4.0)
+    stopped_at = []
+
+    def stop_once_both_run():
+        if all(_lines(ledger, "start") for ledger in ledgers) and not stopped_at:
+            stopped_at.append(time.monotonic())
+        return signal.SIGTERM if stopped_at else None
+
+    assert supervisor.run(stop_once_both_run) == 128 + signal.SIGTERM
+    assert all(_lines(ledger, "term") for ledger in ledgers)  # both exited on the SIGTERM
+    assert time.monotonic() - stopped_at[0] < 2.0

@@ -1,0 +1,78 @@
+"""What the launch needs from where its processes run: the backend interface.
+
+A `Backend` starts the command of a `ChildSpec` and hands back a `Process`
+that the `Supervisor` polls, signals and reaps. Two implement it:
+
+- `local.LocalBackend`: subprocesses of the launch on this host (the default;
+  warm spares too);
+- `ray_backend.RayBackend`: each process hosted by a Ray actor on a node of a
+  Ray cluster, placed by its resources and moved when its node is lost.
+
+The supervisor's restart policy (budget, backoff, stop grace) is the same on
+both. Thread-safety: both are driven from the supervisor's one thread.
+"""
+
+import dataclasses
+from typing import Optional, Protocol, Sequence, runtime_checkable
+
+
+@dataclasses.dataclass(frozen=True)
+class ChildSpec:
+    """A process to keep alive.
+
+    Attributes:
+        name: names it in log lines ("learner", "actor 1").
+        argv: its command line.
+        log_path: its stdout and stderr are appended here (None: the supervisor's).
+        primary: its exit with status 0 ends the group (the learner finished).
+        spare_argv: the command line of its warm spare (`alf_async.supervision.spare`),
+            started beside the child at idle priority (unless it says
+            `--normal_priority`); a restart is then the spare's promotion
+            (None: a restart starts `argv` cold). Local backend only.
+    """
+    name: str
+    argv: Sequence[str]
+    log_path: Optional[str] = None
+    primary: bool = False
+    spare_argv: Optional[Sequence[str]] = None
+
+
+@runtime_checkable
+class Process(Protocol):
+    """One started command, wherever it runs.
+
+    `returncode` is None while it runs, then as `subprocess.Popen`'s: the
+    exit status, or -N when signal N ended it (a host or node lost reads as
+    -SIGKILL).
+    """
+    pid: int
+    returncode: Optional[int]
+
+    def poll(self) -> Optional[int]:
+        """`returncode`, refreshed without blocking."""
+
+    def signal(self, signum: int) -> None:
+        """Sends `signum` to the command and the processes it started."""
+
+    def wait(self, timeout: float) -> Optional[int]:
+        """Waits up to `timeout` seconds for the exit; `returncode`."""
+
+    def promote(self) -> bool:
+        """Tells a warm spare to become its command; False when it cannot."""
+
+    def kill(self, wait: bool = True) -> None:
+        """SIGKILLs it and what it started; with `wait`, reaps it too."""
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """Starts commands; releases what it holds on `close()`."""
+
+    name: str
+
+    def start(self, spec: ChildSpec, spare: bool = False) -> Process:
+        """Starts `spec.argv` (`spec.spare_argv` with `spare`)."""
+
+    def close(self) -> None:
+        """Releases every host and cluster this backend started (not the commands:
+        the supervisor stops those first)."""

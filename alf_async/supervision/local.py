@@ -1,0 +1,127 @@
+"""The local backend: the launch's processes as subprocesses on this host.
+
+Each command runs in a session of its own, so a terminal's Ctrl-C reaches the
+launch alone and a signal reaches the command's own subprocesses (env
+workers) too; and on Linux with `PR_SET_PDEATHSIG` = SIGKILL, so that a
+launch killed by SIGKILL takes its processes along. Warm spares
+(`alf_async.supervision.spare`) start here too, at idle priority unless their
+command line says `--normal_priority`.
+
+Thread-safety: a `LocalBackend` is used from one thread (the parent-death
+signal is tied to the thread that started a process). A Ray command host
+(`ray_backend`) runs one on its node.
+"""
+
+import ctypes
+import functools
+import os
+import signal
+import subprocess
+from typing import Callable, Optional, Sequence
+
+from absl import logging
+
+from alf_async.supervision import spare as spare_lib
+from alf_async.supervision.backend import ChildSpec
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _libc_prctl() -> Optional[Callable]:
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None  # not Linux
+
+
+_PRCTL = _libc_prctl()  # looked up here, not after a fork
+
+
+def _die_with_parent(parent_pid: int) -> None:
+    """Makes this process get SIGKILL when its parent dies (Linux; elsewhere nothing).
+
+    For a just-forked process: `parent_pid` is the parent it was forked from,
+    and a parent already gone ends it at once.
+    """
+    if _PRCTL is None:
+        return
+    _PRCTL(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent_pid:
+        os._exit(1)
+
+
+class LocalProcess:
+    """A `backend.Process`: a `subprocess.Popen` leading a session of its own."""
+
+    def __init__(self, popen: subprocess.Popen):
+        self.popen = popen
+        self.pid = popen.pid
+
+    @property
+    def returncode(self) -> Optional[int]:
+        return self.popen.returncode
+
+    def poll(self) -> Optional[int]:
+        return self.popen.poll()
+
+    def signal(self, signum: int) -> None:
+        """`signum` to its whole session (its subprocesses too), if any is left."""
+        try:
+            os.killpg(self.pid, signum)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def wait(self, timeout: float) -> Optional[int]:
+        try:
+            return self.popen.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def promote(self) -> bool:
+        """Writes the spare's word to its stdin; False when it died meanwhile."""
+        try:
+            self.popen.stdin.write(spare_lib.PROMOTE)
+            self.popen.stdin.close()
+            return True
+        except (BrokenPipeError, OSError, AttributeError):
+            return False
+
+    def kill(self, wait: bool = True) -> None:
+        """SIGKILLs its session at normal priority (an idle spare may otherwise wait
+        long for a core to die on); with `wait`, reaps it too."""
+        spare_lib.normal_priority(self.pid)
+        self.signal(signal.SIGKILL)
+        if wait and self.wait(timeout=10) is None:
+            logging.error("launch: pid %d did not die on SIGKILL", self.pid)
+
+
+class LocalBackend:
+    """A `backend.Backend` of subprocesses on this host."""
+
+    name = "local"
+
+    def start(self, spec: ChildSpec, spare: bool = False) -> LocalProcess:
+        argv = spec.spare_argv if spare else spec.argv
+        return LocalProcess(popen_in_session(argv, spec.log_path, spare=spare))
+
+    def close(self) -> None:
+        pass  # nothing held beyond the processes
+
+
+def popen_in_session(argv: Sequence[str], log_path: Optional[str] = None,
+                     spare: bool = False, **kwargs) -> subprocess.Popen:
+    """Starts `argv` in a session of its own that dies with this process, its output
+    appended to `log_path` (None: this process's); a `spare` reads its word on
+    stdin and waits at idle priority unless told `--normal_priority`."""
+    log = open(log_path, "ab") if log_path else None  # noqa: SIM115
+    die = functools.partial(_die_with_parent, os.getpid())
+    idle = spare and spare_lib.NORMAL_PRIORITY not in argv
+    stdout = kwargs.pop("stdout", log)
+    try:
+        return subprocess.Popen(
+            list(argv), stdout=stdout, stderr=subprocess.STDOUT if stdout else None,
+            stdin=subprocess.PIPE if spare else None, start_new_session=True,
+            preexec_fn=(lambda: (die(), spare_lib.idle_priority())) if idle else die, **kwargs)
+    finally:
+        if log:
+            log.close()

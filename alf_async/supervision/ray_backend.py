@@ -1,0 +1,226 @@
+"""The Ray backend: the launch's processes hosted by Ray actors on a Ray cluster.
+
+    python -m alf_async.launch --backend=ray --address=auto ...
+
+Each process of the run (the learner, actor task i) gets a `CommandHost` Ray
+actor, placed by its resources (`--learner_resources`, `--actor_resources`;
+the actors spread over the nodes), that runs the same command as the local
+backend (`python -m alf_async.train`, `python -m alf_async.actor`) on its
+node. Ray restarts a host whose worker or node is lost (`max_restarts`), on a
+node that has its resources; the launch sees the new incarnation as its
+command killed and starts the command again within the restart budget, as
+for a local process. The learner's output is relayed to the launch's
+console; an actor's goes to `root_dir/logs/actor_<i>.log` on its node.
+
+Without `--address` the backend starts a Ray of its own on this host (on
+127.0.0.1, no usage statistics, no token auth) and shuts it down at the end;
+with one it joins that cluster and leaves it running. It never runs
+`ray stop`, which would end every Ray of the user.
+
+Thread-safety: used from the supervisor's one thread.
+"""
+
+import os
+import signal
+import socket
+import sys
+import tempfile
+from typing import Dict, Optional
+
+from absl import logging
+
+from alf_async.supervision.backend import ChildSpec
+from alf_async.supervision.command_host import CommandHost
+
+# A Ray this backend starts on one host: every socket on 127.0.0.1, no report of
+# usage statistics over the internet, no token auth. Set before `import ray`.
+LOCAL_RAY_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABLED": "0",
+                 "RAY_AUTH_MODE": "disabled"}
+_CALL_TIMEOUT_SECS = 120.0  # a host call that waits for its host to come back, at most
+_LOCAL_OBJECT_STORE_BYTES = 200 * 1024 * 1024  # nothing big travels through Ray here
+
+
+def import_ray():
+    """`ray`, for a local Ray with `LOCAL_RAY_ENV`; ValueError naming the extra if absent."""
+    for key, value in LOCAL_RAY_ENV.items():
+        os.environ.setdefault(key, value)
+    try:
+        import ray  # pylint: disable=import-outside-toplevel
+    except ImportError:
+        raise ValueError("--backend=ray needs Ray: pip install 'alf_async[ray]'") from None
+    return ray
+
+
+def check_address(address: str) -> None:
+    """Raises ValueError unless `address` ('auto' or HOST:PORT of a Ray head's GCS)
+    answers within 5 s."""
+    if address == "auto":
+        return  # ray.init finds the cluster started on this node, or says it found none
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host or "127.0.0.1", int(port)), timeout=5):
+            pass
+    except (OSError, ValueError) as error:
+        raise ValueError(f"--address={address}: no Ray cluster answers there "
+                         f"({getattr(error, 'strerror', None) or error})") from None
+
+
+class RayProcess:
+    """A `backend.Process` run by a `CommandHost` Ray actor; its calls never block
+    the supervisor (a pending poll is looked at, not waited for)."""
+
+    def __init__(self, ray, name: str, host, started, relay: bool):
+        self._ray, self._name, self._host, self._relay = ray, name, host, relay
+        self._pending_start, self._pending_poll = started, None
+        self.pid, self.returncode = 0, None
+        self.node, self._incarnation = None, None
+
+    def _ready(self, ref) -> bool:
+        return bool(self._ray.wait([ref], timeout=0)[0])
+
+    def _lost(self, why: str) -> Optional[int]:
+        logging.warning("launch: %s's Ray host was lost (%s)", self._name, why)
+        self.returncode = -signal.SIGKILL
+        return self.returncode
+
+    def poll(self) -> Optional[int]:
+        if self.returncode is not None:
+            return self.returncode
+        try:
+            if self._pending_start is not None:
+                if not self._ready(self._pending_start):
+                    return None
+                where = self._ray.get(self._pending_start)
+                self._pending_start = None
+                self.pid, self.node, self._incarnation = (
+                    where["command_pid"], where["node_id"], where["incarnation"])
+                logging.info("launch: %s runs on node %s %s (pid %d)", self._name,
+                             where["ip"], self.node[:12], self.pid)
+            if self._pending_poll is None:
+                self._pending_poll = self._host.poll.remote()
+            if not self._ready(self._pending_poll):
+                return None
+            state = self._ray.get(self._pending_poll)
+        except self._ray.exceptions.RayActorError as error:
+            return self._lost(type(error).__name__)
+        self._pending_poll = None
+        if self._relay and state["lines"]:
+            sys.stderr.write("".join(state["lines"]))
+            sys.stderr.flush()
+        if state["incarnation"] != self._incarnation:
+            return self._lost("its worker or its node; Ray restarted it")
+        self.returncode = state["returncode"]
+        return self.returncode
+
+    def signal(self, signum: int) -> None:
+        if self.returncode is None:  # a call to a host that is gone would be retried
+            self._host.signal.remote(signum)
+
+    def wait(self, timeout: float) -> Optional[int]:
+        if self.returncode is None and self._pending_start is None:
+            try:
+                self.returncode = self._ray.get(self._host.wait.remote(timeout),
+                                                timeout=timeout + 5)
+            except self._ray.exceptions.RayActorError as error:
+                return self._lost(type(error).__name__)
+            except (self._ray.exceptions.RayError, TimeoutError):
+                pass
+        return self.returncode
+
+    def promote(self) -> bool:
+        return False  # no warm spares on Ray: a host restart is Ray's
+
+    def kill(self, wait: bool = True) -> None:
+        self.signal(signal.SIGKILL)
+        if wait:
+            self.wait(10.0)
+
+
+class RayBackend:
+    """A `backend.Backend` of `CommandHost` Ray actors, one per supervised process."""
+
+    name = "ray"
+
+    def __init__(self, address: Optional[str], learner_resources: Dict[str, float],
+                 actor_resources: Dict[str, float], max_restarts: int):
+        """Connects to the cluster at `address` (None: starts a local Ray).
+
+        Raises:
+            ValueError: Ray is missing, `address` does not answer, or no node has
+                the learner's or the actors' resources (one line naming the flag).
+        """
+        self._ray = import_ray()
+        if address:
+            check_address(address)
+        self._owns_ray = not address
+        self._init(address)
+        self._resources = {True: learner_resources, False: actor_resources}
+        self._max_restarts = max_restarts
+        self._hosts: Dict[str, object] = {}
+        self._host_class = self._ray.remote(CommandHost)
+        try:
+            for flag, resources in (("--learner_resources", learner_resources),
+                                    ("--actor_resources", actor_resources)):
+                self._check_resources(flag, resources)
+        except ValueError:
+            self.close()
+            raise
+
+    def _init(self, address: Optional[str]) -> None:
+        kwargs = dict(include_dashboard=False, log_to_driver=False, configure_logging=False)
+        if address:
+            try:
+                self._ray.init(address=address, **kwargs)
+            except ConnectionError as error:
+                raise ValueError(f"--address={address}: {error}") from None
+            return
+        self._ray.init(**kwargs, object_store_memory=_LOCAL_OBJECT_STORE_BYTES,
+                       _temp_dir=os.path.join(tempfile.gettempdir(), f"alf_ray_{os.getpid()}"))
+
+    def _check_resources(self, flag: str, resources: Dict[str, float]) -> None:
+        nodes = [node["Resources"] for node in self._ray.nodes() if node["Alive"]]
+        if not any(all(node.get(key, 0) >= amount for key, amount in resources.items())
+                   for node in nodes):
+            raise ValueError(f"{flag}={resources}: no node of the Ray cluster has them "
+                             f"(its nodes have {sorted({k for n in nodes for k in n})})")
+
+    def host(self, spec_name: str, primary: bool):
+        """The Ray actor that runs `spec_name`'s command (made on first use)."""
+        if spec_name not in self._hosts:
+            resources = dict(self._resources[primary])
+            options = dict(num_cpus=resources.pop("CPU", 0), num_gpus=resources.pop("GPU", 0),
+                           resources=resources, max_restarts=self._max_restarts,
+                           max_task_retries=-1, name=None)
+            if not primary:
+                options["scheduling_strategy"] = "SPREAD"
+            self._hosts[spec_name] = self._host_class.options(**options).remote()
+        return self._hosts[spec_name]
+
+    def place_learner(self, spec_name: str, root_dir: str, port: int) -> tuple:
+        """Places the learner's host; returns its node's (address, port): `port`, or a
+        free one there. Raises ValueError when that node cannot write `root_dir`."""
+        host = self.host(spec_name, primary=True)
+        where = self._ray.get(host.node.remote(), timeout=_CALL_TIMEOUT_SECS)
+        error = self._ray.get(host.check_writable.remote(root_dir), timeout=_CALL_TIMEOUT_SECS)
+        if error:
+            raise ValueError(error)
+        port = port or self._ray.get(host.free_port.remote(), timeout=_CALL_TIMEOUT_SECS)
+        return where["ip"], port
+
+    def start(self, spec: ChildSpec, spare: bool = False) -> RayProcess:
+        if spare:
+            raise ValueError("the Ray backend has no warm spares")
+        host = self.host(spec.name, spec.primary)
+        started = host.start.remote(list(spec.argv), spec.log_path, os.getcwd())
+        return RayProcess(self._ray, spec.name, host, started, relay=spec.log_path is None)
+
+    def close(self) -> None:
+        """Kills every host (their commands die with them); shuts a local Ray down."""
+        for host in self._hosts.values():
+            try:
+                self._ray.kill(host, no_restart=True)
+            except Exception:  # pylint: disable=broad-except  # already gone
+                pass
+        self._hosts = {}
+        if self._owns_ray and self._ray.is_initialized():
+            self._ray.shutdown()
