@@ -151,14 +151,18 @@ def _check_flags() -> RestartPolicy:
         sys.exit(2)
 
 
-def _local_specs(root_dir: str) -> Tuple[Backend, List[ChildSpec], str]:
-    port = FLAGS.port or free_port()
+def _warm_spares() -> bool:
     warm_spares = FLAGS.warm_spares and can_wait_idle()
     if FLAGS.warm_spares and not warm_spares:
         logging.warning("launch: no warm spares: a waiting spare would take a CPU share and "
                         "this user could not give it back when promoted (RLIMIT_NICE < 20)")
+    return warm_spares
+
+
+def _local_specs(root_dir: str) -> Tuple[Backend, List[ChildSpec], str]:
+    port = FLAGS.port or free_port()
     specs = child_specs(root_dir, FLAGS.gin_file, FLAGS.gin_param, FLAGS.actors, port,
-                        FLAGS.tf_threads, warm_spares)
+                        FLAGS.tf_threads, _warm_spares())
     return LocalBackend(), specs, f"127.0.0.1:{port}"
 
 
@@ -174,7 +178,7 @@ def _ray_specs(root_dir: str) -> Tuple[Backend, List[ChildSpec], str]:
         backend.close()
         raise
     specs = child_specs(root_dir, FLAGS.gin_file, FLAGS.gin_param, FLAGS.actors, port,
-                        FLAGS.tf_threads, server_host=host)
+                        FLAGS.tf_threads, _warm_spares(), server_host=host)
     return backend, specs, f"{host}:{port}"
 
 

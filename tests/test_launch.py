@@ -79,12 +79,33 @@ def _kill(proc, sessions):
      "Bad setting: --gin_file=gin_configs/ppo_remot.gin does not exist; did you mean "
      "gin_configs/ppo_remote.gin?"),
     (["--max_restarts=-1"], "Bad setting: --max_restarts must be >= 0, got -1"),
-    (["--port=70000"], "Bad setting: --port must be in [0, 65535], got 70000")])
+    (["--port=70000"], "Bad setting: --port must be in [0, 65535], got 70000"),
+    (["--address=auto"], "Bad setting: --address needs --backend=ray"),
+    (["--backend=ray", "--learner_resources=GPU"],
+     "Bad setting: --learner_resources must be a JSON object, got 'GPU' (Expecting value)"),
+    (["--backend=ray", '--actor_resources={"actor": -1}'],
+     'Bad setting: --actor_resources must map resource names to amounts >= 0, got '
+     '\'{"actor": -1}\''),
+    (["--backend=ray", "--address=127.0.0.1:1"],
+     "Bad setting: --address=127.0.0.1:1: no Ray cluster answers there (Connection refused)")])
 def test_bad_flags_exit_2_with_one_line_naming_the_flag(tmp_path, flags, line):
     proc = _launch(tmp_path, f"--root_dir={tmp_path / 'run'}", f"--gin_file={GIN}", *flags)
     assert proc.wait(timeout=60) == 2
     errors = [l for l in open(tmp_path / "launch.log") if l.startswith("E")]
     assert len(errors) == 1 and errors[0].rstrip().endswith(line), errors
+
+
+def test_the_ray_backend_without_ray_names_the_extra(tmp_path):
+    """Ray not installed (its import fails): one line naming the extra, exit 2."""
+    code = ("import sys; sys.modules['ray'] = None; sys.argv[0] = 'launch'; "
+            "from alf_async import config, launch; config.run_command(launch.main)")
+    result = subprocess.run([sys.executable, "-c", code, f"--root_dir={tmp_path / 'run'}",
+                             f"--gin_file={GIN}", "--backend=ray"], cwd=ROOT,
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    errors = [l for l in result.stderr.splitlines() if l.startswith("E")]
+    assert len(errors) == 1 and errors[0].endswith(
+        "Bad setting: --backend=ray needs Ray: pip install 'alf_async[ray]'"), result.stderr
 
 
 def _wait_for_line(path, pattern, proc, timeout):
@@ -194,3 +215,46 @@ def test_the_learners_spare_gets_ready_at_normal_priority_and_the_actors_at_idle
     for _, actor_spare in actors:
         assert actor_spare[2:4] == ["alf_async.supervision.spare", "alf_async.actor"]
     assert [spare for _, spare in bare] == [None, None]
+
+
+def _descendants(pid):
+    table = _processes()
+    below, grew = {pid}, True
+    while grew:
+        more = {p for p, (ppid, _) in table.items() if ppid in below} - below
+        below, grew = below | more, bool(more)
+    return below - {pid}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_ctrl_c_on_a_ray_launch_stops_its_ray_too_within_10_s_with_130(tmp_path):
+    """Without --address the launch starts a Ray of its own (on 127.0.0.1, no usage
+    statistics); Ctrl-C checkpoints the learner, exits 130 and leaves no process:
+    not the commands, not the Ray hosts, not the Ray (raylet, GCS) itself."""
+    root = tmp_path / "run"
+    proc = _launch(tmp_path, f"--root_dir={root}", "--gin_file=gin_configs/ppo_chaos.gin",
+                   "--backend=ray", "--actors=2", "--gin_param=train.stop_at_return=None")
+    below = set()
+    try:
+        _wait_for_line(tmp_path / "launch.log", r"iteration \d+ \| env steps", proc, 240)
+        below = _descendants(proc.pid)
+        names = " ".join(open(f"/proc/{pid}/cmdline").read() for pid in below
+                         if os.path.exists(f"/proc/{pid}/cmdline"))
+        assert "raylet" in names and "alf_async.train" in names and "alf_async.actor" in names
+        start = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=15) == 128 + signal.SIGINT
+        assert time.monotonic() - start < 10.0
+        log = open(tmp_path / "launch.log").read()
+        assert re.search(r"Interrupted by SIGTERM at iteration \d+; checkpoint saved", log)
+        deadline = time.monotonic() + 5
+        while set(_processes()) & below and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not set(_processes()) & below, "processes outlived the launch"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+        for pid in set(_processes()) & below:
+            os.kill(pid, signal.SIGKILL)

@@ -1,12 +1,14 @@
 """What the launch needs from where its processes run: the backend interface.
 
 A `Backend` starts the command of a `ChildSpec` and hands back a `Process`
-that the `Supervisor` polls, signals and reaps. Two implement it:
+that the `Supervisor` polls, signals and reaps; it keeps each command's warm
+spare (`spare.py`) where the command runs, and starts a restart from it.
+Two implement it:
 
-- `local.LocalBackend`: subprocesses of the launch on this host (the default;
-  warm spares too);
+- `local.LocalBackend`: subprocesses of the launch on this host (the default);
 - `ray_backend.RayBackend`: each process hosted by a Ray actor on a node of a
-  Ray cluster, placed by its resources and moved when its node is lost.
+  Ray cluster, placed by its resources and moved when its node is lost; the
+  host keeps the spare beside its command.
 
 The supervisor's restart policy (budget, backoff, stop grace) is the same on
 both. Thread-safety: both are driven from the supervisor's one thread.
@@ -57,9 +59,6 @@ class Process(Protocol):
     def wait(self, timeout: float) -> Optional[int]:
         """Waits up to `timeout` seconds for the exit; `returncode`."""
 
-    def promote(self) -> bool:
-        """Tells a warm spare to become its command; False when it cannot."""
-
     def kill(self, wait: bool = True) -> None:
         """SIGKILLs it and what it started; with `wait`, reaps it too."""
 
@@ -70,8 +69,14 @@ class Backend(Protocol):
 
     name: str
 
-    def start(self, spec: ChildSpec, spare: bool = False) -> Process:
-        """Starts `spec.argv` (`spec.spare_argv` with `spare`)."""
+    def start(self, spec: ChildSpec) -> Process:
+        """Starts `spec.argv`: its warm spare promoted where one is ready, else cold."""
+
+    def tend(self, spec: ChildSpec, running: bool) -> None:
+        """Keeps a warm spare of a `running` child with `spec.spare_argv` ready."""
+
+    def drop_spares(self, wait: bool) -> None:
+        """SIGKILLs every spare (at normal priority); with `wait`, reaps them too."""
 
     def close(self) -> None:
         """Releases every host and cluster this backend started (not the commands:

@@ -16,6 +16,7 @@ order); the output reader is its own thread, behind a lock.
 """
 
 import collections
+import functools
 import os
 import socket
 import subprocess
@@ -25,19 +26,26 @@ import threading
 import uuid
 from typing import Dict, Optional, Sequence, Tuple
 
-from alf_async.supervision.local import LocalProcess, popen_in_session
+from alf_async.supervision.local import LocalProcess, Spares, popen_in_session
 
 _KEPT_LINES = 10_000  # relayed output not yet read, at most (older lines are dropped)
 
 
+_NAME = "command"  # the one command of a host, for its `Spares`
+
+
 class CommandHost:
-    """Runs one command at a time on its node, and reports on it."""
+    """Runs one command at a time on its node (and its warm spare), and reports on it."""
 
     def __init__(self):
         self.incarnation = uuid.uuid4().hex[:12]
         self._process: Optional[LocalProcess] = None
+        self._spares = Spares()
+        self._spare_argv: Optional[Sequence[str]] = None
+        self._log_path, self._cwd = None, None
         self._lines = collections.deque(maxlen=_KEPT_LINES)
         self._lock = threading.Lock()
+        self._readers: Dict[int, threading.Thread] = {}  # pid: its output's reader
 
     def node(self) -> Dict[str, object]:
         """{'ip': the node's address, 'node_id': its Ray id ('' outside Ray), 'pid': the
@@ -66,23 +74,34 @@ class CommandHost:
         return None
 
     def start(self, argv: Sequence[str], log_path: Optional[str] = None,
-              cwd: Optional[str] = None) -> Dict[str, object]:
-        """Starts `argv` with this node's Python (`argv[0]` is replaced), its output
-        appended to `log_path` or, with None, kept for `poll()`; in `cwd` where
-        this node has it. Returns `node()` with the command's pid."""
+              cwd: Optional[str] = None,
+              spare_argv: Optional[Sequence[str]] = None) -> Dict[str, object]:
+        """Starts `argv` with this node's Python (`argv[0]` is replaced): from the warm
+        spare where one is ready, else cold; its output appended to `log_path` or,
+        with None, kept for `poll()`; in `cwd` where this node has it. A spare
+        (`spare_argv`) is kept ready beside it from the next `poll()` on.
+        Returns `node()` with the command's pid and whether a spare became it."""
         if self._process is not None and self._process.poll() is None:
             self._process.kill()  # one command at a time
-        argv = [sys.executable, *argv[1:]]
-        cwd = cwd if cwd and os.path.isdir(cwd) else None
-        if log_path:
-            os.makedirs(os.path.dirname(log_path), exist_ok=True)
-            popen = popen_in_session(argv, log_path, cwd=cwd)
-        else:
-            popen = popen_in_session(argv, stdout=subprocess.PIPE, cwd=cwd)
-            threading.Thread(target=self._read, args=(popen.stdout,), daemon=True,
-                             name="CommandOutput").start()
-        self._process = LocalProcess(popen)
-        return dict(self.node(), command_pid=popen.pid)
+        self._log_path, self._cwd = log_path, cwd if cwd and os.path.isdir(cwd) else None
+        self._spare_argv = _own_python(spare_argv) if spare_argv else None
+        process = self._spares.promote(_NAME)
+        promoted = process is not None
+        self._process = process or LocalProcess(self._popen(_own_python(argv)))
+        return dict(self.node(), command_pid=self._process.pid, promoted=promoted)
+
+    def _popen(self, argv: Sequence[str], spare: bool = False) -> subprocess.Popen:
+        if self._log_path:
+            os.makedirs(os.path.dirname(self._log_path), exist_ok=True)
+            return popen_in_session(argv, self._log_path, spare=spare, cwd=self._cwd)
+        popen = popen_in_session(argv, stdout=subprocess.PIPE, spare=spare, cwd=self._cwd)
+        reader = threading.Thread(target=self._read, args=(popen.stdout,), daemon=True,
+                                  name="CommandOutput")
+        reader.start()
+        self._readers = {pid: thread for pid, thread in self._readers.items()
+                         if thread.is_alive()}
+        self._readers[popen.pid] = reader
+        return popen
 
     def _read(self, stream) -> None:
         for line in iter(stream.readline, b""):
@@ -92,12 +111,18 @@ class CommandHost:
 
     def poll(self) -> Dict[str, object]:
         """{'incarnation', 'returncode' (None: running or none started),
-        'started', 'lines': the output lines kept since the last poll}."""
+        'started', 'lines': the output lines kept since the last poll; with a
+        returncode, every line the command wrote}. Keeps its spare ready."""
+        process = self._process
+        returncode = process.poll() if process else None
+        if returncode is not None and process.pid in self._readers:
+            self._readers[process.pid].join(timeout=2.0)  # the lines before the exit
+        self._spares.tend(_NAME, self._spare_argv, process is not None and returncode is None,
+                          functools.partial(self._popen, spare=True))
         with self._lock:
             lines, self._lines = list(self._lines), collections.deque(maxlen=_KEPT_LINES)
-        process = self._process
         return dict(incarnation=self.incarnation, started=process is not None,
-                    returncode=process.poll() if process else None, lines=lines)
+                    returncode=returncode, lines=lines)
 
     def signal(self, signum: int) -> None:
         if self._process is not None:
@@ -105,6 +130,16 @@ class CommandHost:
 
     def wait(self, timeout: float) -> Optional[int]:
         return self._process.wait(timeout) if self._process else None
+
+    def drop_spare(self, wait: bool = True) -> None:
+        """SIGKILLs the spare (a stop drops spares first: none is promoted meanwhile)."""
+        self._spare_argv = None
+        self._spares.drop(wait)
+
+
+def _own_python(argv: Sequence[str]) -> list:
+    """`argv` run by this node's Python."""
+    return [sys.executable, *argv[1:]]
 
 
 def ray_node() -> Tuple[str, str]:

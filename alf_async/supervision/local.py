@@ -17,7 +17,7 @@ import functools
 import os
 import signal
 import subprocess
-from typing import Callable, Optional, Sequence
+from typing import Callable, Dict, Optional, Sequence
 
 from absl import logging
 
@@ -95,17 +95,64 @@ class LocalProcess:
             logging.error("launch: pid %d did not die on SIGKILL", self.pid)
 
 
+class Spares:
+    """Warm spares by name, on this host: started beside a running command, promoted
+    by its restart. Used by `LocalBackend` for the launch, and by a Ray command
+    host on its node."""
+
+    def __init__(self):
+        self.waiting: Dict[str, LocalProcess] = {}
+
+    def promote(self, name: str) -> Optional[LocalProcess]:
+        """`name`'s spare, told to become its command; None when it has none alive."""
+        spare = self.waiting.pop(name, None)
+        if spare is None:
+            return None
+        if not spare.promote():  # it died meanwhile
+            spare.kill()
+            return None
+        logging.info("launch: %s starts from its warm spare (pid %d)", name, spare.pid)
+        return spare
+
+    def tend(self, name: str, spare_argv: Optional[Sequence[str]], running: bool,
+             popen: Callable[[Sequence[str]], subprocess.Popen]) -> None:
+        """Starts a spare (`popen(spare_argv)`) of a running command that has none, or
+        whose spare died."""
+        spare = self.waiting.get(name)
+        if spare is not None and spare.poll() is not None:
+            spare.kill()
+            del self.waiting[name]
+        if spare_argv and running and name not in self.waiting:
+            self.waiting[name] = LocalProcess(popen(spare_argv))
+
+    def drop(self, wait: bool) -> None:
+        for spare in self.waiting.values():
+            spare.kill(wait=wait)
+        if wait:
+            self.waiting = {}
+
+
 class LocalBackend:
     """A `backend.Backend` of subprocesses on this host."""
 
     name = "local"
 
-    def start(self, spec: ChildSpec, spare: bool = False) -> LocalProcess:
-        argv = spec.spare_argv if spare else spec.argv
-        return LocalProcess(popen_in_session(argv, spec.log_path, spare=spare))
+    def __init__(self):
+        self.spares = Spares()
+
+    def start(self, spec: ChildSpec) -> LocalProcess:
+        return self.spares.promote(spec.name) or LocalProcess(
+            popen_in_session(spec.argv, spec.log_path))
+
+    def tend(self, spec: ChildSpec, running: bool) -> None:
+        self.spares.tend(spec.name, spec.spare_argv, running, functools.partial(
+            popen_in_session, log_path=spec.log_path, spare=True))
+
+    def drop_spares(self, wait: bool) -> None:
+        self.spares.drop(wait)
 
     def close(self) -> None:
-        pass  # nothing held beyond the processes
+        self.spares.drop(wait=True)
 
 
 def popen_in_session(argv: Sequence[str], log_path: Optional[str] = None,

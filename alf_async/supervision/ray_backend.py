@@ -21,6 +21,7 @@ Thread-safety: used from the supervisor's one thread.
 """
 
 import os
+import shutil
 import signal
 import socket
 import sys
@@ -33,9 +34,13 @@ from alf_async.supervision.backend import ChildSpec
 from alf_async.supervision.command_host import CommandHost
 
 # A Ray this backend starts on one host: every socket on 127.0.0.1, no report of
-# usage statistics over the internet, no token auth. Set before `import ray`.
+# usage statistics over the internet, no token auth; and HTTP to anything but
+# loopback through a proxy on a closed loopback port, so that Ray's cloud probes
+# (its dashboard asks the metadata server at 169.254.169.254 even with usage
+# statistics off) reach nothing. Set before `import ray`; a user's own settings win.
 LOCAL_RAY_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABLED": "0",
-                 "RAY_AUTH_MODE": "disabled"}
+                 "RAY_AUTH_MODE": "disabled", "http_proxy": "http://127.0.0.1:9",
+                 "no_proxy": "127.0.0.1,localhost,::1"}
 _CALL_TIMEOUT_SECS = 120.0  # a host call that waits for its host to come back, at most
 _LOCAL_OBJECT_STORE_BYTES = 200 * 1024 * 1024  # nothing big travels through Ray here
 
@@ -94,8 +99,9 @@ class RayProcess:
                 self._pending_start = None
                 self.pid, self.node, self._incarnation = (
                     where["command_pid"], where["node_id"], where["incarnation"])
-                logging.info("launch: %s runs on node %s %s (pid %d)", self._name,
-                             where["ip"], self.node[:12], self.pid)
+                logging.info("launch: %s runs on node %s %s (pid %d%s)", self._name,
+                             where["ip"], self.node[:12], self.pid,
+                             ", its warm spare" if where["promoted"] else "")
             if self._pending_poll is None:
                 self._pending_poll = self._host.poll.remote()
             if not self._ready(self._pending_poll):
@@ -126,9 +132,6 @@ class RayProcess:
             except (self._ray.exceptions.RayError, TimeoutError):
                 pass
         return self.returncode
-
-    def promote(self) -> bool:
-        return False  # no warm spares on Ray: a host restart is Ray's
 
     def kill(self, wait: bool = True) -> None:
         self.signal(signal.SIGKILL)
@@ -174,8 +177,9 @@ class RayBackend:
             except ConnectionError as error:
                 raise ValueError(f"--address={address}: {error}") from None
             return
+        self._temp_dir = tempfile.mkdtemp(prefix="alf_ray_")  # short: socket paths
         self._ray.init(**kwargs, object_store_memory=_LOCAL_OBJECT_STORE_BYTES,
-                       _temp_dir=os.path.join(tempfile.gettempdir(), f"alf_ray_{os.getpid()}"))
+                       _temp_dir=self._temp_dir)
 
     def _check_resources(self, flag: str, resources: Dict[str, float]) -> None:
         nodes = [node["Resources"] for node in self._ray.nodes() if node["Alive"]]
@@ -207,12 +211,20 @@ class RayBackend:
         port = port or self._ray.get(host.free_port.remote(), timeout=_CALL_TIMEOUT_SECS)
         return where["ip"], port
 
-    def start(self, spec: ChildSpec, spare: bool = False) -> RayProcess:
-        if spare:
-            raise ValueError("the Ray backend has no warm spares")
+    def start(self, spec: ChildSpec) -> RayProcess:
+        """Starts the command on its host (from the spare the host keeps, if ready)."""
         host = self.host(spec.name, spec.primary)
-        started = host.start.remote(list(spec.argv), spec.log_path, os.getcwd())
+        started = host.start.remote(list(spec.argv), spec.log_path, os.getcwd(),
+                                    spec.spare_argv)
         return RayProcess(self._ray, spec.name, host, started, relay=spec.log_path is None)
+
+    def tend(self, spec: ChildSpec, running: bool) -> None:
+        pass  # each host keeps its own spare ready (`CommandHost.poll`)
+
+    def drop_spares(self, wait: bool) -> None:
+        refs = [host.drop_spare.remote(wait) for host in self._hosts.values()]
+        if wait and refs:
+            self._ray.wait(refs, num_returns=len(refs), timeout=10)
 
     def close(self) -> None:
         """Kills every host (their commands die with them); shuts a local Ray down."""
@@ -224,3 +236,4 @@ class RayBackend:
         self._hosts = {}
         if self._owns_ray and self._ray.is_initialized():
             self._ray.shutdown()
+            shutil.rmtree(self._temp_dir, ignore_errors=True)

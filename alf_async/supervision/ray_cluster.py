@@ -13,6 +13,7 @@ Thread-safety: used from one thread.
 
 import json
 import os
+import shutil
 import tempfile
 from typing import Tuple
 
@@ -27,7 +28,9 @@ class SimulatedCluster:
     """A head node with the learner's resource and a node with the actors'."""
 
     def __init__(self, actors: int, temp_dir: str = ""):
-        """Starts it; `temp_dir` holds Ray's sockets and logs (default: a new one)."""
+        """Starts it; `temp_dir` holds Ray's sockets and logs (default: a new one, removed
+        by `shutdown()`; keep it short: Unix socket paths end at 107 characters)."""
+        self._owns_dir = not temp_dir
         self.temp_dir = temp_dir or tempfile.mkdtemp(prefix="alf_ray_cluster_")
         os.makedirs(self.temp_dir, exist_ok=True)
         os.environ["RAY_TMPDIR"] = self.temp_dir  # its address file too, not /tmp/ray's
@@ -65,3 +68,5 @@ class SimulatedCluster:
     def shutdown(self) -> None:
         """Stops every node (never `ray stop`, which would stop every Ray of the user)."""
         self._cluster.shutdown()
+        if self._owns_dir:
+            shutil.rmtree(self.temp_dir, ignore_errors=True)

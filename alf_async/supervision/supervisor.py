@@ -71,7 +71,7 @@ def describe_status(returncode: int) -> str:
 
 
 class Child:
-    """One supervised process, its warm spare and its restart history."""
+    """One supervised process and its restart history."""
 
     def __init__(self, spec: ChildSpec, policy: RestartPolicy,
                  backend: Optional[Backend] = None):
@@ -80,34 +80,14 @@ class Child:
         self.process: Optional[Process] = None
         self.restarts = 0
         self.restart_at: Optional[float] = None  # when a scheduled restart is due
-        self.spare: Optional[Process] = None  # warm, not yet promoted
         self._started = 0.0
         self._backoff = policy.backoff_secs
         self._budget = policy.budget()
 
     def start(self) -> None:
-        """Starts the child: its warm spare promoted if one is ready, else cold."""
-        self.process = self._promote_spare() or self._backend.start(self.spec)
+        """Starts the child (from its warm spare, where its backend keeps one ready)."""
+        self.process = self._backend.start(self.spec)
         self._started, self.restart_at = time.monotonic(), None
-
-    def _promote_spare(self) -> Optional[Process]:
-        spare, self.spare = self.spare, None
-        if spare is None:
-            return None
-        if not spare.promote():  # it died meanwhile
-            spare.kill()
-            return None
-        logging.info("launch: %s starts from its warm spare (pid %d)", self.spec.name,
-                     spare.pid)
-        return spare
-
-    def tend_spare(self) -> None:
-        """Starts the spare of a running child that has none (it waits at idle priority)."""
-        if self.spare is not None and self.spare.poll() is not None:
-            self.spare.kill()  # a spare that died: another one
-            self.spare = None
-        if self.spec.spare_argv and self.spare is None and self.running:
-            self.spare = self._backend.start(self.spec, spare=True)
 
     def poll(self) -> Optional[int]:
         """The return code once the process has exited, else None."""
@@ -138,15 +118,6 @@ class Child:
         """Sends `signum` to the child and its subprocesses, if any is left."""
         if self.process is not None:
             self.process.signal(signum)
-
-    def drop_spare(self, wait: bool = True) -> None:
-        """SIGKILLs the spare; with `wait`, reaps it too. A spare at idle priority may
-        wait for a core to die on a busy machine: a stop signals the spares first
-        and reaps them last."""
-        if self.spare is not None:
-            self.spare.kill(wait=wait)
-            if wait:
-                self.spare = None
 
 
 class Supervisor:
@@ -213,7 +184,7 @@ class Supervisor:
                 status = self._exited(child, returncode, now)
                 if status is not None:
                     return status
-            child.tend_spare()
+            self.backend.tend(child.spec, child.running)
         return None
 
     def _exited(self, child: Child, returncode: int, now: float) -> Optional[int]:
@@ -254,9 +225,9 @@ class Supervisor:
     def _stop_all(self) -> None:
         """SIGTERM to every child (the learner checkpoints, actors end their unroll),
         SIGKILL to what is left after the grace."""
+        self.backend.drop_spares(wait=False)
         for child in self.children:
             child.restart_at = None
-            child.drop_spare(wait=False)
             if child.running:
                 child.signal_group(signal.SIGTERM)
         deadline = time.monotonic() + self._grace
@@ -266,12 +237,14 @@ class Supervisor:
         self._kill_all()
 
     def _kill_all(self) -> None:
-        """SIGKILLs every child's session and reaps the children."""
+        """SIGKILLs every child's session and reaps the children, and the spares.
+        A spare at idle priority may wait for a core to die on a busy machine: they
+        are signalled first and reaped last."""
+        self.backend.drop_spares(wait=False)
         for child in self.children:
-            child.drop_spare(wait=False)
             child.signal_group(signal.SIGKILL)
         for child in self.children:
             if child.process is not None and child.process.wait(timeout=10) is None:
                 logging.error("launch: %s (pid %d) did not die on SIGKILL",
-                                  child.spec.name, child.process.pid)
-            child.drop_spare()
+                              child.spec.name, child.process.pid)
+        self.backend.drop_spares(wait=True)

@@ -226,13 +226,13 @@ def test_a_restart_promotes_the_warm_spare_and_a_stop_ends_every_spare(
                                        primary=True, spare_argv=spare_argv)],
                             RestartPolicy(max_restarts=2, window_secs=60.0, backoff_secs=0.05,
                                           healthy_secs=0.0))  # every run healthy: at once
-    child = supervisor.children[0]
+    waiting = supervisor.backend.spares.waiting
     spares, killed = [], []
 
     def kill_the_first_start_once_a_spare_waits():
         starts = _lines(ledger, "start")
-        if child.spare is not None and child.spare.pid not in spares:
-            spares.append(child.spare.pid)
+        if "learner" in waiting and waiting["learner"].pid not in spares:
+            spares.append(waiting["learner"].pid)
         if len(starts) == 1 and len(spares) == 1 and not killed:
             os.kill(starts[0], signal.SIGKILL)
             killed.append(starts[0])

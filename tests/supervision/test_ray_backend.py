@@ -1,0 +1,246 @@
+"""The launch on a Ray cluster (`--backend=ray`), on simulated nodes of one host.
+
+One Ray per module: a `SimulatedCluster` (a head node with the learner's resource,
+a node with the actors') that every test here joins. Its processes must bind and
+reach 127.0.0.1 only. Every wait is bounded; every command process is killed by
+its PID in a `finally`, and the cluster is shut down (never `ray stop`).
+"""
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from alf_async import events
+from alf_async.supervision.ray_cluster import SimulatedCluster
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+GIN = "gin_configs/ppo_chaos.gin"
+_LOOPBACK4, _ANY4 = "0100007F", "00000000"
+_LOOPBACK6 = ("00000000000000000000000001000000", "0000000000000000FFFF00000100007F")
+
+
+class SocketWatch(threading.Thread):
+    """Looks at the sockets of the Ray processes below this one every 0.2 s, for the
+    module's whole life, and keeps those with an address other than loopback."""
+
+    def __init__(self):
+        super().__init__(daemon=True, name="SocketWatch")
+        self.stopped, self.looks, self.seen, self.outside = threading.Event(), 0, set(), []
+
+    def run(self):
+        while not self.stopped.wait(0.2):
+            self.looks += 1
+            table, sockets = _table(), _sockets()
+            for pid in _below(os.getpid(), table):
+                if "alf_async." in table[pid][2]:
+                    continue  # a command: the learner's Reverb server listens on all interfaces
+                for inode in _socket_inodes(pid):
+                    if inode in sockets:
+                        self.seen.add(inode)
+                        local, remote = sockets[inode]
+                        if local == _ANY4 or not (_loopback(local) and _loopback(remote)):
+                            self.outside.append((table[pid][2][:80], local, remote))
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    previous = os.environ.get("RAY_TMPDIR")
+    cluster = SimulatedCluster(actors=2)  # in a new /tmp/alf_ray_cluster_* (short socket paths)
+    cluster.watch = SocketWatch()
+    cluster.watch.start()
+    yield cluster
+    cluster.watch.stopped.set()
+    cluster.watch.join(timeout=10)
+    cluster.shutdown()
+    if previous is None:
+        os.environ.pop("RAY_TMPDIR", None)
+    else:
+        os.environ["RAY_TMPDIR"] = previous
+
+
+def _table():
+    """{pid: (ppid, session, cmdline)} of the live, non-zombie processes."""
+    table = {}
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+            with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
+                argv = cmdline.read().decode(errors="replace").replace("\0", " ")
+        except (FileNotFoundError, ProcessLookupError, PermissionError):
+            continue
+        if fields[0] != "Z":
+            table[int(entry)] = (int(fields[1]), int(fields[3]), argv)
+    return table
+
+
+def _below(pid, table):
+    below, grew = {pid}, True
+    while grew:
+        more = {p for p, (ppid, _, _) in table.items() if ppid in below} - below
+        below, grew = below | more, bool(more)
+    return below - {pid}
+
+
+def _commands(table, root):
+    """{pid: cmdline} of the run's learner and actor processes (and their forks)."""
+    return {pid: cmd for pid, (_, _, cmd) in table.items()
+            if f"--root_dir={root}" in cmd and ("alf_async.train" in cmd or
+                                                "alf_async.actor" in cmd)}
+
+
+def _launch(tmp_path, cluster, *flags):
+    out = open(tmp_path / "launch.log", "w")
+    proc = subprocess.Popen([sys.executable, "-m", "alf_async.launch", *cluster.launch_flags(),
+                             *flags], cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
+    out.close()
+    return proc
+
+
+def _wait_for(path, pattern, proc, timeout, start=0):
+    """The first match of `pattern` in the log past offset `start`."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = re.search(pattern, open(path).read()[start:])
+        if found:
+            return found
+        assert proc.poll() is None, open(path).read()[-3000:]
+        time.sleep(0.2)
+    raise AssertionError(f"no {pattern!r} within {timeout} s: {open(path).read()[-3000:]}")
+
+
+def _stop(proc, root):
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait(timeout=10)
+    table = _table()
+    commands, sessions = _commands(table, root), _sessions(root, table)
+    for pid, (_, sid, _) in table.items():
+        if pid in commands or sid in sessions:
+            os.kill(pid, signal.SIGKILL)
+
+
+def _sessions(root, table):
+    commands = _commands(table, root)
+    return {sid for pid, (_, sid, _) in table.items() if pid in commands}
+
+
+def _progress(log):
+    return [int(n) for n in re.findall(r"iteration \d+ \| env steps (\d+)", log)]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(420)
+def test_a_run_outlives_a_killed_actor_worker_a_killed_learner_and_a_lost_node(
+        tmp_path, cluster):
+    root, log = tmp_path / "run", tmp_path / "launch.log"
+    proc = _launch(tmp_path, cluster, f"--root_dir={root}", f"--gin_file={GIN}", "--actors=2",
+                   "--gin_param=train.stop_at_return=None",
+                   "--gin_param=train.num_env_steps=100000000")
+    try:
+        _wait_for(log, r"iteration \d+ \| env steps", proc, 240)
+        # 1. The Ray worker that hosts actor 0, SIGKILLed: Ray restarts it, the actor runs again.
+        table = _table()
+        actor0 = next(pid for pid, cmd in _commands(table, root).items()
+                      if "--task=0" in cmd and table[pid][0] not in _commands(table, root))
+        worker = table[actor0][0]
+        assert "CommandHost" in table[worker][2]
+        mark = len(open(log).read())
+        os.kill(worker, signal.SIGKILL)
+        _wait_for(log, r"launch: actor 0 exited with signal SIGKILL; restart 1", proc, 60, mark)
+        _wait_for(log, r"launch: actor 0 runs on node", proc, 60, mark)
+        # 2. The learner SIGKILLed: it resumes from its checkpoint, env steps go on.
+        _wait_for(log, r"checkpoints.py.*[Ss]aved|iteration [1-9]\d+ \|", proc, 120, mark)
+        learner = next(pid for pid, cmd in _commands(_table(), root).items()
+                       if "alf_async.train" in cmd)
+        before = max(_progress(open(log).read()))
+        mark = len(open(log).read())
+        os.kill(learner, signal.SIGKILL)
+        resumed = _wait_for(log, r"Resumed from .*ckpt-(\d+) at iteration (\d+)", proc, 120,
+                            mark)
+        assert int(resumed.group(2)) > 0
+        # 3. The actors' node lost and another added: the actors move there.
+        _wait_for(log, r"iteration \d+ \| env steps", proc, 120, mark + resumed.end())
+        mark = len(open(log).read())
+        old, new = cluster.replace_actor_node()
+        for task in (0, 1):
+            moved = _wait_for(log, rf"launch: actor {task} runs on node \S+ (\w+)", proc, 120,
+                              mark)
+            assert new.startswith(moved.group(1)) and not old.startswith(moved.group(1))
+        # ... and training goes on with them, past the env steps before the learner's kill.
+        deadline = time.monotonic() + 120
+        while max(_progress(open(log).read()[mark:]), default=0) <= before:
+            assert time.monotonic() < deadline and proc.poll() is None, open(log).read()[-3000:]
+            time.sleep(0.5)
+        # 4. Ctrl-C: the learner checkpoints, exit 130 within 10 s, no command left.
+        sessions = _sessions(root, _table())
+        start = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=15) == 128 + signal.SIGINT
+        assert time.monotonic() - start < 10.0
+        assert re.search(r"Interrupted by SIGTERM at iteration \d+; checkpoint saved",
+                         open(log).read()[mark:])
+        time.sleep(1.0)
+        left = [pid for pid, (_, sid, _) in _table().items() if sid in sessions]
+        assert not left and not _commands(_table(), root), open(log).read()[-2000:]
+        kinds = [e["kind"] for e in events.read_events(str(root)) if e["process"] == "launch"]
+        assert kinds.count("restarted") == 4 and kinds[-1] == "stopped"
+    finally:
+        _stop(proc, root)
+
+
+def _sockets():
+    """{inode: (local address hex, remote address hex)} of this host's TCP sockets."""
+    sockets = {}
+    for name in ("tcp", "tcp6"):
+        with open(f"/proc/net/{name}") as table:
+            for line in table.readlines()[1:]:
+                fields = line.split()
+                sockets[fields[9]] = (fields[1].split(":")[0], fields[2].split(":")[0])
+    return sockets
+
+
+def _loopback(address):
+    return address in (_LOOPBACK4, _ANY4) + _LOOPBACK6 or address == "0" * 32
+
+
+@pytest.mark.parametrize("flags, line", [
+    (['--learner_resources={"GPU": 1}'],
+     "Bad setting: --learner_resources={'GPU': 1}: no node of the Ray cluster has them"),
+    (['--actor_resources={"tpu": 8}'],
+     "Bad setting: --actor_resources={'tpu': 8}: no node of the Ray cluster has them")])
+def test_a_resource_no_node_has_is_one_line_and_exit_2(tmp_path, cluster, flags, line):
+    proc = _launch(tmp_path, cluster, f"--root_dir={tmp_path / 'run'}", f"--gin_file={GIN}",
+                   *flags)
+    try:
+        assert proc.wait(timeout=120) == 2
+    finally:
+        _stop(proc, tmp_path / "run")
+    errors = [l for l in open(tmp_path / "launch.log") if l.startswith("E")]
+    assert len(errors) == 1 and line in errors[0], errors
+
+
+def _socket_inodes(pid):
+    try:
+        links = [os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")]
+    except (FileNotFoundError, PermissionError):
+        return []
+    return [link[len("socket:["):-1] for link in links if link.startswith("socket:[")]
+
+
+def test_the_clusters_processes_bind_and_reach_only_127_0_0_1(cluster):
+    """Every socket of the Ray processes this module started (the GCS, the raylets, the
+    hosts, their agents; not the run's commands), looked at every 0.2 s while the
+    tests above ran, is on 127.0.0.1 and so is every peer. (Last in the module.)"""
+    time.sleep(1.0)
+    table = _table()
+    names = " ".join(table[pid][2] for pid in _below(os.getpid(), table))
+    assert "raylet" in names and "gcs_server" in names
+    assert cluster.watch.looks >= 5 and len(cluster.watch.seen) >= 10
+    assert cluster.watch.outside == []
