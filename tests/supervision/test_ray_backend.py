@@ -189,8 +189,14 @@ def test_a_run_outlives_a_killed_actor_worker_a_killed_learner_and_a_lost_node(
         time.sleep(1.0)
         left = [pid for pid, (_, sid, _) in _table().items() if sid in sessions]
         assert not left and not _commands(_table(), root), open(log).read()[-2000:]
-        kinds = [e["kind"] for e in events.read_events(str(root)) if e["process"] == "launch"]
-        assert kinds.count("restarted") == 4 and kinds[-1] == "stopped"
+        read = events.read_events(str(root))
+        restarted = [(e["child"], e["reason"]) for e in read if e["event"] == "restarted"]
+        killed = ("signal SIGKILL",) * 4  # the node's two actors in either order
+        assert restarted[:2] + sorted(restarted[2:]) == list(zip(
+            ["actor 0", "learner", "actor 0", "actor 1"], killed)), restarted
+        assert any(e["event"] == "resumed" and e["pid"] != learner for e in read)
+        stops = {e["process"]: e["status"] for e in read if e["event"] == "stopped"}
+        assert stops["launch"] == 128 + signal.SIGINT
     finally:
         _stop(proc, root)
 
