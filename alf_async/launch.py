@@ -29,8 +29,10 @@ when stopped by one. See docs/reliability.md.
 
 import json
 import os
+import re
 import socket
 import sys
+import tempfile
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from absl import app, flags, logging
@@ -108,7 +110,7 @@ def child_specs(root_dir: str, gin_files: Sequence[str], gin_params: Sequence[st
     learner = _module_spec("learner", "alf_async.train", [
         f"--root_dir={root_dir}", f"--serve_port={port}", f"--tf_threads={tf_threads}",
         *_gin_args(gin_files, gin_params)], "normal" if warm_spares else None, primary=True)
-    logs = os.path.join(root_dir, "logs")
+    logs = log_dir(root_dir)
     os.makedirs(logs, exist_ok=True)
     return [learner] + [
         _module_spec(f"actor {task}", "alf_async.actor", [
@@ -131,6 +133,21 @@ def _resources(flag: str) -> Dict[str, float]:
         raise ValueError(f"--{flag} must map resource names to amounts >= 0, got "
                          f"{getattr(FLAGS, flag)!r}")
     return resources
+
+
+def log_dir(root_dir: str) -> str:
+    """Where the actors' logs go: `root_dir/logs`, or for a bucket (a URL, which cannot
+    be appended to) a folder of each node's temp dir named after it."""
+    if "://" not in root_dir:
+        return os.path.join(root_dir, "logs")
+    name = re.sub(r"[^\w.-]+", "_", root_dir)
+    return os.path.join(tempfile.gettempdir(), "alf_async_logs", name)
+
+
+def _run_dir(root_dir: str) -> str:
+    """`root_dir`, absolute, once this host can write it; a URL as it is (the learner's
+    host checks a path on its node, the learner a bucket with its first write)."""
+    return root_dir if "://" in root_dir else config.check_writable(root_dir)
 
 
 def _check_flags() -> RestartPolicy:
@@ -186,14 +203,14 @@ def main(argv) -> None:
     del argv
     policy = _check_flags()
     try:
-        root_dir = config.check_writable(FLAGS.root_dir)
+        root_dir = _run_dir(FLAGS.root_dir)
         make = _ray_specs if FLAGS.backend == "ray" else _local_specs
         backend, specs, server = make(root_dir)
     except ValueError as error:
         logging.error("Bad setting: %s", error)
         sys.exit(2)
     logging.info("launch (%s): a learner on %s and %d actor process(es); actor logs in %s",
-                 backend.name, server, FLAGS.actors, os.path.join(root_dir, "logs"))
+                 backend.name, server, FLAGS.actors, log_dir(root_dir))
     with SignalStop("stopping every process") as interrupt, events.lifetime(
             root_dir, "launch", "launch"):
         status = Supervisor(specs, policy, backend=backend).run(lambda: interrupt.signum)

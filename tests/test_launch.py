@@ -10,6 +10,7 @@ import re
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 
@@ -258,3 +259,18 @@ def test_ctrl_c_on_a_ray_launch_stops_its_ray_too_within_10_s_with_130(tmp_path)
             proc.wait(timeout=10)
         for pid in set(_processes()) & below:
             os.kill(pid, signal.SIGKILL)
+
+
+def test_a_bucket_root_dir_keeps_the_actor_logs_on_each_node_and_the_url_whole(tmp_path):
+    """A bucket cannot be appended to: the actors' logs go to the node's temp dir; the
+    URL reaches every process as it is (no local 'gs:' folder made by the launch)."""
+    from alf_async import launch  # pylint: disable=import-outside-toplevel
+    specs = launch.child_specs("gs://bucket/runs/x", [GIN], [], actors=2, port=8000,
+                               server_host="10.0.0.2")
+    assert [s.log_path for s in specs] == [None] + [
+        os.path.join(launch.log_dir("gs://bucket/runs/x"), f"actor_{i}.log") for i in (0, 1)]
+    assert launch.log_dir("gs://bucket/runs/x").startswith(tempfile.gettempdir())
+    assert "--root_dir=gs://bucket/runs/x" in specs[0].argv
+    assert "--server=10.0.0.2:8000" in specs[2].argv and "--task=1" in specs[2].argv
+    assert launch.log_dir(str(tmp_path)) == str(tmp_path / "logs")
+    assert not os.path.exists("gs:")

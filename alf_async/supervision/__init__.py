@@ -1,10 +1,15 @@
-"""Supervision: processes of a run kept alive, and faults injected to prove it.
+"""Supervision: processes of a run kept alive, where they run, and faults injected
+to prove it. The command that starts a supervised run is `python -m alf_async.launch`.
 
-- `supervisor.py`: `Supervisor` runs one process per `ChildSpec`, restarts
-  what dies within a budget, stops them all without orphans.
+- `supervisor.py`: `Supervisor` runs one process per `ChildSpec` through a
+  backend, restarts what dies within a budget, stops them all without orphans.
+- `backend.py`: the interface a backend gives the supervisor (start a command,
+  see its exit, signal it, keep its warm spare, close).
+- `local.py`: the local backend, subprocesses of the launch on this host.
+- `ray_backend.py` and `command_host.py`: the Ray backend, each process hosted
+  by a Ray actor on a node of a Ray cluster; `ray_cluster.py`: a cluster of
+  simulated nodes on this host, for chaos runs and tests.
 - `spare.py`: warm spares, a command imported ahead and promoted on a restart.
 - `chaos.py`: `python -m alf_async.supervision.chaos`, seeded faults around a
   launch and the ledger of what they did.
-
-The command that starts a supervised run is `python -m alf_async.launch`.
 """
