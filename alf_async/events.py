@@ -36,10 +36,13 @@ KINDS: Dict[str, Tuple[str, ...]] = {
     "started": ("command",),  # a process began (a restart is a new start)
     "resumed": ("iteration", "env_steps"),  # the learner restored a checkpoint
     "checkpointed": ("iteration", "env_steps"),  # the learner wrote one
+    "checkpoint_failed": ("iteration", "error"),  # a write failed; the previous one stays
+    "progress": ("iteration", "env_steps", "average_return"),  # the learner's console line
     "reached_target": ("average_return", "env_steps", "seconds"),
     "restarted": ("child", "reason", "restart", "delay_secs"),  # by the launch
     "fault_injected": ("kind", "target"),  # by a chaos run
     "env_exception_survived": ("env", "error"),  # an env was rebuilt
+    "unroll_duplicated": ("task", "unroll"),  # an actor's unroll reached the learner again
     "stopped": ("status",),  # the process's exit status
 }
 MAX_PER_FILE = 1000

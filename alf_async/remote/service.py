@@ -10,7 +10,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from alf_async import quiet
+from alf_async import events, quiet
 from alf_async.experience import Unroll
 from alf_async.queues import TFQueues
 from alf_async.remote import weights
@@ -68,6 +68,7 @@ class ActorRegistry:
                 self.duplicated += 1
                 logging.warning("Actor task %d delivered unroll %d again (after %d)", task,
                                 sequence, last)
+                events.emit("unroll_duplicated", task=int(task), unroll=int(sequence))
                 return
             self.missing += sequence - last - 1
             self._sequences[task, incarnation] = sequence

@@ -27,11 +27,12 @@ actors') and the launch joins it.
 ledger (printed, and written to `--ledger`, default ROOT_DIR/ledger.json)
 counts the faults, restarts, env steps and seconds lost, when the target was
 reached, processes left behind, unreadable checkpoints, unrolls delivered
-twice, and the longest stop. Bad input: one line, exit 2.
+twice, and the longest stop. It reads the run through its typed events
+(`alf_async.events`, `RunEvents`), never its log lines; the launch's output is
+kept in ROOT_DIR/launch.log for people. Bad input: one line, exit 2.
 """
 
 import dataclasses
-import datetime
 import json
 import os
 import random
@@ -199,6 +200,41 @@ class LaunchTree:
                 if sid in self.sessions or pid in self.descendants]
 
 
+# --- the run's events -------------------------------------------------------------------
+
+class RunEvents:
+    """The run's typed events (`alf_async.events`), read again only where a file grew:
+    what this tool knows of the run, instead of its log lines."""
+
+    def __init__(self, root_dir: str):
+        self._dir = os.path.join(root_dir, events.DIRECTORY)
+        self._files: Dict[str, tuple] = {}  # name: (size, its events)
+
+    def __call__(self, event: Optional[str] = None, since: float = 0.0) -> List[dict]:
+        """The events (of kind `event`, after time `since`), in time order."""
+        names = sorted(os.listdir(self._dir)) if os.path.isdir(self._dir) else []
+        for name in names:
+            path = os.path.join(self._dir, name)
+            if not name.endswith(".jsonl") or not os.path.exists(path):
+                continue
+            size = os.path.getsize(path)
+            if self._files.get(name, (None,))[0] != size:
+                self._files[name] = (size, _parse(_read(path)))
+        found = [e for _, read in self._files.values() for e in read
+                 if (event is None or e["event"] == event) and e["time"] > since]
+        return sorted(found, key=lambda e: e["time"])
+
+
+def _parse(text: str) -> List[dict]:
+    found = []
+    for line in text.splitlines():
+        try:
+            found.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue  # a line torn by a crash
+    return found
+
+
 # --- injecting --------------------------------------------------------------------------
 
 @dataclasses.dataclass
@@ -207,10 +243,11 @@ class Injector:
     tree: LaunchTree
     root_dir: str
     rng: random.Random
-    log_path: str
+    read: RunEvents
     stop_seconds: List[float] = dataclasses.field(default_factory=list)
     _blockers: List[str] = dataclasses.field(default_factory=list)
-    _learner_mark: int = 0  # log offset of the last learner fault
+    _blocked_at: float = 0.0  # when the checkpoint writes were blocked
+    _learner_mark: float = 0.0  # when the last learner fault came
     last_target: str = "checkpoints"  # what the last fault hit (a process's pid)
     cluster: Optional[object] = None  # a `ray_cluster.SimulatedCluster` (--backend=ray)
 
@@ -235,12 +272,10 @@ class Injector:
         return self._kill(self.tree.actors(), signal.SIGKILL)
 
     def _training_learner(self) -> Optional[int]:
-        """The learner's pid once it trains (a progress line since the start that
-        followed the last learner fault): a learner fault waits for that, so that
-        the run can progress between faults."""
-        log = _read(self.log_path)[self._learner_mark:]
-        starts = [m.end() for m in re.finditer(r"\] Training \w+: ", log)]
-        if not starts or not re.search(r"iteration \d+ \| env steps", log[starts[-1]:]):
+        """The learner's pid once it trains (a `progress` event since the last learner
+        fault): a learner fault waits for that, so that the run can progress
+        between faults."""
+        if not self.read("progress", since=self._learner_mark):
             return None
         return self.tree.learner()
 
@@ -248,7 +283,7 @@ class Injector:
         learner = self._training_learner()
         if not learner or not self._kill([learner], signum):
             return False
-        self._learner_mark = len(_read(self.log_path))
+        self._learner_mark = time.time()
         return True
 
     def _learner_kill(self) -> bool:
@@ -280,6 +315,7 @@ class Injector:
             if not os.path.exists(path):
                 os.makedirs(path)
                 self._blockers.append(path)
+        self._blocked_at = time.time()
         return True
 
     def _node_loss(self) -> bool:
@@ -291,8 +327,9 @@ class Injector:
         return True
 
     def clear_blockers(self, force: bool = False) -> None:
-        """Removes the checkpoint blockers once a write failed on one (or when forced)."""
-        if self._blockers and (force or "could not be written" in _read(self.log_path)):
+        """Removes the checkpoint blockers once a write failed on one (a
+        `checkpoint_failed` event; or when forced)."""
+        if self._blockers and (force or self.read("checkpoint_failed", since=self._blocked_at)):
             for path in self._blockers:
                 os.rmdir(path)
             self._blockers = []
@@ -322,63 +359,52 @@ def _checkpoint_interval(root_dir: str) -> Optional[int]:
 
 # --- the ledger -------------------------------------------------------------------------
 
-_TIME = re.compile(r"^[IWEF](\d{4}) (\d\d):(\d\d):(\d\d\.\d+)")
-
-
-def _seconds(line: str) -> Optional[float]:
-    """The seconds of the day of an absl log line, None for another line."""
-    found = _TIME.match(line)
-    if not found:
-        return None
-    _, hours, minutes, seconds = found.groups()
-    return 3600 * int(hours) + 60 * int(minutes) + float(seconds)
-
-
-def restarts_by_child(log: str) -> Dict[str, int]:
-    counts = {}
-    for found in re.finditer(r"launch: (.+?) exited with .*; restart \d+ in", log):
-        counts[found.group(1)] = counts.get(found.group(1), 0) + 1
+def restarts_by_child(read: List[dict]) -> Dict[str, int]:
+    """{child: restarts} of the launch's `restarted` events."""
+    counts: Dict[str, int] = {}
+    for event in read:
+        if event["event"] == "restarted":
+            counts[event["child"]] = counts.get(event["child"], 0) + 1
     return counts
 
 
-def lost_to_learner_restarts(log: str) -> Dict[str, float]:
+def lost_to_learner_restarts(read: List[dict]) -> Dict[str, float]:
     """Env steps trained again and seconds without training, over the learner's restarts.
 
-    A restart is a "Resumed from ... at iteration N" line: the env steps
-    between iteration N and the last progress line before it were trained
-    again; the seconds from that progress line to the next one had none.
+    A restart is a `resumed` event at iteration N: the env steps between
+    iteration N and the last `progress` before it were trained again; the
+    seconds from that progress to the next one had none.
     """
-    lines = log.splitlines()
     steps_lost = seconds_lost = 0.0
-    last_progress = None  # (seconds, iteration, env steps)
-    pending = None  # (seconds of the last progress, lost steps) awaiting the next progress
-    for line in lines:
-        progress = re.search(r"iteration (\d+) \| env steps (\d+)", line)
-        resumed = re.search(r"Resumed from .* at iteration (\d+)", line)
-        now = _seconds(line)
-        if progress and now is not None:
+    last_progress = None  # the last progress event
+    pending = None  # the time of the last progress, awaiting the next progress
+    for event in read:
+        if event["event"] == "progress":
             if pending is not None:
-                seconds_lost += (now - pending) % 86400
+                seconds_lost += event["time"] - pending
                 pending = None
-            last_progress = (now, int(progress.group(1)), int(progress.group(2)))
-        elif resumed and last_progress is not None:
-            _, iteration, env_steps = last_progress
-            per_iteration = env_steps / max(iteration, 1)
-            steps_lost += max(iteration - int(resumed.group(1)), 0) * per_iteration
-            pending = last_progress[0]
+            last_progress = event
+        elif event["event"] == "resumed" and last_progress is not None:
+            per_iteration = last_progress["env_steps"] / max(last_progress["iteration"], 1)
+            steps_lost += max(last_progress["iteration"] - event["iteration"], 0) * per_iteration
+            pending = last_progress["time"]
     return dict(env_steps_lost=steps_lost, seconds_lost=round(seconds_lost, 1))
 
 
-def reached(log: str, target: float, started: float) -> Optional[dict]:
-    """Where the run first reached `target`: the trainer's env steps and the wall
-    seconds from `started` (seconds of the day), or None."""
-    for line in log.splitlines():
-        found = re.search(r"Average return reached ([\d.]+) after [\d.]+ s and (\d+) env "
-                          r"steps", line)
-        if found and float(found.group(1)) >= target and _seconds(line) is not None:
-            return dict(env_steps=int(found.group(2)),
-                        wall_seconds=round((_seconds(line) - started) % 86400, 1))
+def reached(read: List[dict], target: float, started: float) -> Optional[dict]:
+    """Where the run first reached `target` (a `reached_target` event): the trainer's
+    env steps and the wall seconds from `started` (a `time.time()`), or None."""
+    for event in read:
+        if event["event"] == "reached_target" and event["average_return"] >= target:
+            return dict(env_steps=event["env_steps"],
+                        wall_seconds=round(event["time"] - started, 1))
     return None
+
+
+def env_restarts(read: List[dict], cause: str = "") -> int:
+    """The env rebuilds the run's processes made (those after a `cause` error)."""
+    return sum(event["event"] == "env_exception_survived" and cause in event["error"]
+               for event in read)
 
 
 def unreadable_checkpoints(root_dir: str) -> int:
@@ -386,16 +412,6 @@ def unreadable_checkpoints(root_dir: str) -> int:
     directory = os.path.join(root_dir, "checkpoints")
     return sum(checkpoints.unreadable(prefix) is not None
                for prefix in checkpoints.saved_checkpoints(directory))
-
-
-def env_restarts_in_actor_logs(root_dir: str, cause: str = "") -> int:
-    """The env rebuilds the actor processes logged (those after a `cause` error)."""
-    logs = os.path.join(root_dir, "logs")
-    if not os.path.isdir(logs):
-        return 0
-    pattern = re.compile(rf"EnvThread\d+: env raised {cause}.*; replacing it with a new one")
-    return sum(len(pattern.findall(_read(os.path.join(logs, name))))
-               for name in os.listdir(logs))
 
 
 # --- the run ----------------------------------------------------------------------------
@@ -412,23 +428,23 @@ def _launch_command(kinds: Sequence[str], cluster=None) -> List[str]:
             *[f"--gin_param={param}" for param in params]]
 
 
-def _wait_for_training(proc, log_path: str, deadline: float) -> bool:
+def _wait_for_training(proc, read: RunEvents, deadline: float) -> bool:
     while time.monotonic() < deadline and proc.poll() is None:
-        if re.search(r"iteration \d+ \| env steps", _read(log_path)):
+        if read("progress"):
             return True
         time.sleep(0.2)
     return False
 
 
-def progress_env_steps(log: str) -> int:
-    """The most env steps any learner of the run logged (a resumed one repeats some)."""
-    return max(map(int, re.findall(r"\| env steps (\d+) \|", log)), default=0)
+def progress_env_steps(read: List[dict]) -> int:
+    """The most env steps any learner of the run reported (a resumed one repeats some)."""
+    return max((e["env_steps"] for e in read if e["event"] == "progress"), default=0)
 
 
-def _progress(log_path: str) -> Callable[[], float]:
+def _progress(read: RunEvents) -> Callable[[], float]:
     """Where the run is on the schedule's axis: env steps or seconds from now."""
     if FLAGS.mean_interval_env_steps:
-        return lambda: progress_env_steps(_read(log_path))
+        return lambda: progress_env_steps(read("progress"))
     start = time.monotonic()
     return lambda: time.monotonic() - start
 
@@ -490,11 +506,10 @@ def _start_cluster():
     return ray_cluster.SimulatedCluster(FLAGS.actors)
 
 
-def _inject(proc, injector: Injector, kinds: Sequence[str], log_path: str,
-            deadline: float) -> tuple:
+def _inject(proc, injector: Injector, kinds: Sequence[str], deadline: float) -> tuple:
     """Once the learner trains, the schedule's faults; returns (injected, plan left,
     scheduled)."""
-    if not _wait_for_training(proc, log_path, deadline):
+    if not _wait_for_training(proc, injector.read, deadline):
         return {}, [], {}
     injector.tree.learner()  # note the sessions
     by_steps = FLAGS.mean_interval_env_steps > 0
@@ -503,7 +518,7 @@ def _inject(proc, injector: Injector, kinds: Sequence[str], log_path: str,
                     float("inf") if by_steps else FLAGS.timeout_secs, FLAGS.seed,
                     FLAGS.rounds)
     scheduled = _count_kinds(plan) if FLAGS.rounds else {}  # else: open-ended
-    injected = _inject_until_done(proc, injector, plan, deadline, _progress(log_path))
+    injected = _inject_until_done(proc, injector, plan, deadline, _progress(injector.read))
     return injected, plan, scheduled
 
 
@@ -512,8 +527,7 @@ def run(kinds: List[str]) -> dict:
     os.makedirs(FLAGS.root_dir, exist_ok=True)
     events.configure(FLAGS.root_dir, "chaos")
     log_path = os.path.join(FLAGS.root_dir, "launch.log")
-    started_wall = time.time()
-    started = _seconds(datetime.datetime.now().strftime("I%m%d %H:%M:%S.%f"))
+    started = time.time()
     deadline = time.monotonic() + FLAGS.timeout_secs
     cluster = _start_cluster()
     tree = LaunchTree(os.getpid() if cluster else 0)
@@ -523,9 +537,9 @@ def run(kinds: List[str]) -> dict:
             proc = subprocess.Popen(_launch_command(kinds, cluster), stdout=out,
                                     stderr=subprocess.STDOUT)
         tree = tree if cluster else LaunchTree(proc.pid)
-        injector = Injector(tree, FLAGS.root_dir, random.Random(FLAGS.seed), log_path,
-                            cluster=cluster)
-        injected, plan, scheduled = _inject(proc, injector, kinds, log_path, deadline)
+        injector = Injector(tree, FLAGS.root_dir, random.Random(FLAGS.seed),
+                            RunEvents(FLAGS.root_dir), cluster=cluster)
+        injected, plan, scheduled = _inject(proc, injector, kinds, deadline)
         final_stop = _stop(proc)
     finally:
         signal.signal(signal.SIGTERM, previous)
@@ -536,16 +550,16 @@ def run(kinds: List[str]) -> dict:
     time.sleep(1.0)  # the kernel delivers the children's parent-death signals
     return _ledger(kinds, proc, tree, injector, dict(
         injected=injected, plan=plan, scheduled=scheduled, final_stop=final_stop,
-        started=started, started_wall=started_wall))
+        started=started))
 
 
 def _ledger(kinds, proc, tree: LaunchTree, injector: Injector, state: dict) -> dict:
-    """What the run and its faults came to (`state`: what `run()` gathered)."""
-    log = _read(injector.log_path)
+    """What the run and its faults came to, from its events (`state`: what `run()`
+    gathered)."""
+    read = injector.read()
     injected = state["injected"]
     if "env_exception" in kinds:
-        injected["env_exception"] = env_restarts_in_actor_logs(FLAGS.root_dir,
-                                                               "InjectedEnvFault")
+        injected["env_exception"] = env_restarts(read, "InjectedEnvFault")
     final_stop = state["final_stop"]
     stops = injector.stop_seconds + ([final_stop] if final_stop else [])
     unfired = _count_kinds(state["plan"]) if FLAGS.rounds else {}
@@ -555,15 +569,14 @@ def _ledger(kinds, proc, tree: LaunchTree, injector: Injector, state: dict) -> d
     return dict(
         seed=FLAGS.seed, backend=FLAGS.backend, faults=injected,
         scheduled=state["scheduled"], unfired=unfired,
-        restarts=restarts_by_child(log),
-        env_restarts=env_restarts_in_actor_logs(FLAGS.root_dir),
-        **lost_to_learner_restarts(log),
-        reached=reached(log, FLAGS.target, state["started"]),
+        restarts=restarts_by_child(read), env_restarts=env_restarts(read),
+        **lost_to_learner_restarts(read),
+        reached=reached(read, FLAGS.target, state["started"]),
         exit_status=proc.returncode,
-        wall_seconds=round(time.time() - state["started_wall"], 1),
+        wall_seconds=round(time.time() - state["started"], 1),
         timed_out=bool(final_stop), processes_left=len(tree.left_behind()),
         unreadable_checkpoints=unreadable_checkpoints(FLAGS.root_dir),
-        duplicated_unrolls=len(re.findall(r"delivered unroll \d+ again", log)),
+        duplicated_unrolls=sum(e["event"] == "unroll_duplicated" for e in read),
         longest_stop_secs=round(max(stops, default=0.0), 2),
         hangs=sum(seconds > _STOP_BOUND_SECS for seconds in stops))
 

@@ -202,6 +202,9 @@ class ConsoleLine:
         logging.info("iteration %d | env steps %d | %.0f frames/s | %s | learn queue %d | "
                      "busy: %s%s", int(counters.iteration), int(counters.env_steps), fps,
                      returns, learn_queue, busy_text(timings), eta)
+        events.emit("progress", iteration=int(counters.iteration),
+                    env_steps=int(counters.env_steps),
+                    average_return=None if math.isnan(average_return) else float(average_return))
         starved = timings.get("dequeue_wait_ms", 0.0) > timings.get("grad_ms", math.inf)
         if starved and time.time() - self._hinted >= HINT_REPEAT_SECS:
             self._hinted = time.time()
@@ -310,6 +313,8 @@ class Hooks:
                           "(failure %d of train.checkpoint_retries=%d)", error,
                           self._settings.checkpoint_interval, self._failed_saves,
                           self._settings.checkpoint_retries)
+            events.emit("checkpoint_failed", iteration=int(self._counters.iteration),
+                        error=str(error))
             return
         self._failed_saves = 0
         self._driver.save()

@@ -9,6 +9,7 @@ import tensorflow as tf
 
 reverb = pytest.importorskip("reverb")
 
+from alf_async import events  # noqa: E402
 from alf_async.remote.service import ActorRegistry, ReverbService  # noqa: E402
 
 
@@ -29,13 +30,19 @@ def test_close_gives_up_on_a_stuck_reader_within_its_bound(caplog):
         blocked.set()
 
 
-def test_a_repeated_sequence_is_a_duplicate_and_a_skipped_one_is_missing(caplog):
-    registry = ActorRegistry(timeout_secs=30.0)
-    for sequence in (0, 1, 2, 2, 1, 4):  # 2 and 1 again, 3 skipped
-        registry.seen(task=0, incarnation=7, sequence=sequence)
+def test_a_repeated_sequence_is_a_duplicate_and_a_skipped_one_is_missing(caplog, tmp_path):
+    events.configure(str(tmp_path), "learner")
+    try:
+        registry = ActorRegistry(timeout_secs=30.0)
+        for sequence in (0, 1, 2, 2, 1, 4):  # 2 and 1 again, 3 skipped
+            registry.seen(task=0, incarnation=7, sequence=sequence)
+    finally:
+        events.configure(None, "learner")
     assert (registry.duplicated, registry.missing) == (2, 1)
     assert registry.unrolls(0) == 6
     assert "Actor task 0 delivered unroll 2 again (after 2)" in caplog.text
+    assert [(e["task"], e["unroll"]) for e in events.read_events(str(tmp_path))
+            if e["event"] == "unroll_duplicated"] == [(0, 2), (0, 1)]  # what the ledger counts
 
 
 def test_a_restarted_process_counts_from_0_again_without_a_duplicate():

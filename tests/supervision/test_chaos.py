@@ -46,24 +46,39 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, flag, line):
     assert not os.path.exists(tmp_path / "launch.log")  # nothing was started
 
 
-LOG = """\
-I1126 10:00:00.000000 1 launch.py:1] launch: a learner on 127.0.0.1:1 and 2 actor process(es)
-I1126 10:00:10.000000 1 training_loop.py:1] iteration 10 | env steps 20480 | 1 frames/s
-I1126 10:00:15.000000 1 training_loop.py:1] iteration 25 | env steps 51200 | 1 frames/s
-W1126 10:00:16.000000 1 supervisor.py:1] launch: learner exited with signal SIGKILL; restart 1 in 1.0 s
-W1126 10:00:16.500000 1 supervisor.py:1] launch: actor 1 exited with signal SIGKILL; restart 1 in 1.0 s
-I1126 10:00:27.000000 1 checkpoints.py:1] Resumed from /r/checkpoints/ckpt-20 at iteration 20
-I1126 10:00:30.000000 1 training_loop.py:1] iteration 21 | env steps 43008 | 1 frames/s
-I1126 10:00:31.000000 1 training_loop.py:1] Average return reached 475.0 after 20.1 s and 45056 env steps
-"""
+T0 = 1_790_000_000.0  # the run's start (a time.time())
+
+
+def _event(at, process, event, **fields):
+    return dict(time=T0 + at, process=process, pid=1, event=event, **fields)
+
+
+EVENTS = [  # a run's events: progress, a killed learner and actor, the resume, the target
+    _event(0.0, "launch", "started", command="launch"),
+    _event(10.0, "learner", "progress", iteration=10, env_steps=20480, average_return=20.0),
+    _event(15.0, "learner", "progress", iteration=25, env_steps=51200, average_return=80.0),
+    _event(16.0, "launch", "restarted", child="learner", reason="signal SIGKILL", restart=1,
+           delay_secs=0.0),
+    _event(16.5, "launch", "restarted", child="actor 1", reason="signal SIGKILL", restart=1,
+           delay_secs=0.0),
+    _event(27.0, "learner", "resumed", iteration=20, env_steps=40960),
+    _event(30.0, "learner", "progress", iteration=21, env_steps=43008, average_return=70.0),
+    _event(30.5, "actor 0", "env_exception_survived", env="EnvThread1",
+           error="InjectedEnvFault('step 12')"),
+    _event(30.6, "actor 1", "env_exception_survived", env="EnvThread0",
+           error="RuntimeError('boom')"),
+    _event(31.0, "learner", "reached_target", average_return=476.0, env_steps=45056,
+           seconds=20.1),
+]
 
 
 def test_progress_in_env_steps_is_the_most_any_learner_logged():
     """A schedule over env steps gives every run all its rounds however fast it goes;
     a learner resumed from an older checkpoint logs fewer steps again: no going back."""
-    assert chaos.progress_env_steps(LOG) == 51200  # not the resumed learner's 43008
-    assert chaos.progress_env_steps(LOG + "iteration 30 | env steps 61440 | x\n") == 61440
-    assert chaos.progress_env_steps("") == 0
+    assert chaos.progress_env_steps(EVENTS) == 51200  # not the resumed learner's 43008
+    later = _event(40.0, "learner", "progress", iteration=30, env_steps=61440, average_return=0)
+    assert chaos.progress_env_steps(EVENTS + [later]) == 61440
+    assert chaos.progress_env_steps([]) == 0
 
 
 class _Proc:
@@ -107,13 +122,31 @@ def test_faults_the_run_ended_before_are_left_in_the_plan_as_unfired(monkeypatch
     assert chaos._count_kinds(plan) == {"learner_kill": 2, "actor_kill": 1}  # pylint: disable=protected-access
 
 
-def test_the_ledger_reads_restarts_losses_and_the_target_from_the_log():
-    assert chaos.restarts_by_child(LOG) == {"learner": 1, "actor 1": 1}
-    lost = chaos.lost_to_learner_restarts(LOG)
+def test_the_ledger_reads_restarts_losses_and_the_target_from_the_runs_events():
+    assert chaos.restarts_by_child(EVENTS) == {"learner": 1, "actor 1": 1}
+    lost = chaos.lost_to_learner_restarts(EVENTS)
     assert lost == dict(env_steps_lost=5 * 2048, seconds_lost=15.0)  # iterations 21-25 again
-    started = chaos._seconds("I1126 10:00:00.000000")  # pylint: disable=protected-access
-    assert chaos.reached(LOG, 475.0, started) == dict(env_steps=45056, wall_seconds=31.0)
-    assert chaos.reached(LOG, 500.0, started) is None
+    assert chaos.reached(EVENTS, 475.0, T0) == dict(env_steps=45056, wall_seconds=31.0)
+    assert chaos.reached(EVENTS, 500.0, T0) is None
+    assert chaos.env_restarts(EVENTS) == 2 and chaos.env_restarts(EVENTS, "InjectedEnvFault") == 1
+
+
+def test_the_run_events_are_read_again_only_where_a_file_grew(tmp_path):
+    """What the injector polls every 0.1 s: new events show, a torn line is skipped."""
+    from alf_async import events  # pylint: disable=import-outside-toplevel
+    learner = events.EventLog(str(tmp_path), "learner", pid=7)
+    read = chaos.RunEvents(str(tmp_path))
+    assert read() == []
+    learner.emit("progress", iteration=1, env_steps=2048, average_return=None)
+    mark = time.time()
+    assert [e["iteration"] for e in read("progress")] == [1]
+    learner.emit("progress", iteration=2, env_steps=4096, average_return=10.0)
+    learner.emit("checkpoint_failed", iteration=2, error="ckpt-2 could not be written")
+    assert [e["iteration"] for e in read("progress", since=mark)] == [2]
+    assert len(read("checkpoint_failed")) == 1 and len(read()) == 3
+    with open(tmp_path / "events" / "actor_0-9.jsonl", "w") as torn:
+        torn.write('{"time": 1, "event": "started"')  # cut by a crash
+    assert len(read()) == 3
 
 
 @pytest.mark.slow

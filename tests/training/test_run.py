@@ -11,6 +11,8 @@ import gin
 import numpy as np
 import pytest
 import tensorflow as tf
+
+from alf_async import events
 from tensorboard.backend.event_processing import event_accumulator
 
 from alf_async.training import checkpoints
@@ -625,8 +627,14 @@ def test_a_failed_checkpoint_write_is_retried_and_the_previous_one_stays(tmp_pat
     root = str(tmp_path / "run")
     run_lib.train(root, num_iterations=1, num_env_steps=None, checkpoint_interval=1)
     _block_checkpoint(root, 2)
-    result = run_lib.train(root, num_iterations=3, num_env_steps=None, checkpoint_interval=1,
-                           checkpoint_retries=1)
+    events.configure(root, "learner")
+    try:
+        result = run_lib.train(root, num_iterations=3, num_env_steps=None,
+                               checkpoint_interval=1, checkpoint_retries=1)
+    finally:
+        events.configure(None, "learner")
+    failed = [e for e in events.read_events(root) if e["event"] == "checkpoint_failed"]
+    assert [e["iteration"] for e in failed] == [2] and "could not be written" in failed[0]["error"]
     errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
     assert len(errors) == 1 and errors[0].startswith(
         "the checkpoint of iteration 2 could not be written to ")
