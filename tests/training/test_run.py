@@ -11,10 +11,9 @@ import gin
 import numpy as np
 import pytest
 import tensorflow as tf
-
-from alf_async import events
 from tensorboard.backend.event_processing import event_accumulator
 
+from alf_async import events
 from alf_async.training import checkpoints
 
 from alf_async.training import run as run_lib
