@@ -28,21 +28,18 @@ when stopped by one. See docs/reliability.md.
 """
 
 import json
-import os
-import re
-import socket
 import sys
-import tempfile
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Tuple
 
-from absl import app, flags, logging
+from absl import flags, logging
 
 from alf_async import config, events
-from alf_async.training.signals import SignalStop
-from alf_async.supervision.spare import NORMAL_PRIORITY, can_wait_idle
 from alf_async.supervision.backend import Backend
+from alf_async.supervision.commands import child_specs, free_port, log_dir
 from alf_async.supervision.local import LocalBackend
+from alf_async.supervision.spare import can_wait_idle
 from alf_async.supervision.supervisor import ChildSpec, RestartPolicy, Supervisor
+from alf_async.training.signals import SignalStop
 
 flags.DEFINE_string("root_dir", None, "The learner's run directory (as for alf_async.train).")
 flags.DEFINE_multi_string("gin_file", [], "Gin config file(s), for the learner and the actors.")
@@ -67,60 +64,6 @@ flags.DEFINE_string("actor_resources", "{}", "--backend=ray: each actor process'
 flags.mark_flag_as_required("root_dir")
 FLAGS = flags.FLAGS
 
-# Under the launch an actor waits for its learner as long as the launch runs: the
-# launch, not the actor, decides when training is over.
-_ACTOR_WAITS = ["ActorProcess.server_timeout_secs=1e9", "ActorProcess.connect_timeout_secs=1e9"]
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on now."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def _gin_args(gin_files: Sequence[str], gin_params: Sequence[str]) -> List[str]:
-    return ([f"--gin_file={path}" for path in gin_files]
-            + [f"--gin_param={param}" for param in gin_params])
-
-
-def _module_spec(name: str, module: str, args: List[str], spare: Optional[str],
-                 **kwargs) -> ChildSpec:
-    """`python -m module args`, with its `alf_async.supervision.spare` command at `spare` priority
-    ('idle' or 'normal'; None: no spare)."""
-    options = [NORMAL_PRIORITY] if spare == "normal" else []
-    spare_argv = ([sys.executable, "-m", "alf_async.supervision.spare", *options, module, *args]
-                  if spare else None)
-    return ChildSpec(name, [sys.executable, "-m", module, *args], spare_argv=spare_argv,
-                     **kwargs)
-
-
-def child_specs(root_dir: str, gin_files: Sequence[str], gin_params: Sequence[str],
-                actors: int, port: int, tf_threads: int = 0,
-                warm_spares: bool = False, server_host: str = "127.0.0.1") -> List[ChildSpec]:
-    """The learner (primary) and `actors` actor processes serving/using
-    `server_host:port`.
-
-    With `warm_spares`, the learner's spare gets ready (imports, build, the
-    update run once) at normal priority: training stops while the learner
-    is down, and on a loaded machine an idle spare would never be ready.
-    The actors' spares wait at idle priority: the other actors feed the
-    learner meanwhile.
-    """
-    learner = _module_spec("learner", "alf_async.train", [
-        f"--root_dir={root_dir}", f"--serve_port={port}", f"--tf_threads={tf_threads}",
-        *_gin_args(gin_files, gin_params)], "normal" if warm_spares else None, primary=True)
-    logs = log_dir(root_dir)
-    os.makedirs(logs, exist_ok=True)
-    return [learner] + [
-        _module_spec(f"actor {task}", "alf_async.actor", [
-            f"--server={server_host}:{port}", f"--task={task}", f"--root_dir={root_dir}",
-            *_gin_args(gin_files, list(gin_params) + _ACTOR_WAITS)],
-            "idle" if warm_spares else None,
-            log_path=os.path.join(logs, f"actor_{task}.log"))
-        for task in range(actors)]
-
-
 def _resources(flag: str) -> Dict[str, float]:
     """The JSON object of the resources flag `flag`; ValueError naming it otherwise."""
     try:
@@ -133,15 +76,6 @@ def _resources(flag: str) -> Dict[str, float]:
         raise ValueError(f"--{flag} must map resource names to amounts >= 0, got "
                          f"{getattr(FLAGS, flag)!r}")
     return resources
-
-
-def log_dir(root_dir: str) -> str:
-    """Where the actors' logs go: `root_dir/logs`, or for a bucket (a URL, which cannot
-    be appended to) a folder of each node's temp dir named after it."""
-    if "://" not in root_dir:
-        return os.path.join(root_dir, "logs")
-    name = re.sub(r"[^\w.-]+", "_", root_dir)
-    return os.path.join(tempfile.gettempdir(), "alf_async_logs", name)
 
 
 def _run_dir(root_dir: str) -> str:

@@ -201,7 +201,7 @@ def test_the_learners_spare_gets_ready_at_normal_priority_and_the_actors_at_idle
     process of its own: importing the launch defines its flags.)"""
     script = textwrap.dedent(f"""
         import json
-        from alf_async.launch import child_specs
+        from alf_async.supervision.commands import child_specs
         specs = [child_specs({str(tmp_path)!r}, ["ppo_remote.gin"], [], actors=2, port=1,
                              warm_spares=True),
                  child_specs({str(tmp_path)!r}, ["ppo_remote.gin"], [], actors=1, port=1)]
@@ -264,13 +264,13 @@ def test_ctrl_c_on_a_ray_launch_stops_its_ray_too_within_10_s_with_130(tmp_path)
 def test_a_bucket_root_dir_keeps_the_actor_logs_on_each_node_and_the_url_whole(tmp_path):
     """A bucket cannot be appended to: the actors' logs go to the node's temp dir; the
     URL reaches every process as it is (no local 'gs:' folder made by the launch)."""
-    from alf_async import launch  # pylint: disable=import-outside-toplevel
-    specs = launch.child_specs("gs://bucket/runs/x", [GIN], [], actors=2, port=8000,
+    from alf_async.supervision import commands  # pylint: disable=import-outside-toplevel
+    specs = commands.child_specs("gs://bucket/runs/x", [GIN], [], actors=2, port=8000,
                                server_host="10.0.0.2")
     assert [s.log_path for s in specs] == [None] + [
-        os.path.join(launch.log_dir("gs://bucket/runs/x"), f"actor_{i}.log") for i in (0, 1)]
-    assert launch.log_dir("gs://bucket/runs/x").startswith(tempfile.gettempdir())
+        os.path.join(commands.log_dir("gs://bucket/runs/x"), f"actor_{i}.log") for i in (0, 1)]
+    assert commands.log_dir("gs://bucket/runs/x").startswith(tempfile.gettempdir())
     assert "--root_dir=gs://bucket/runs/x" in specs[0].argv
     assert "--server=10.0.0.2:8000" in specs[2].argv and "--task=1" in specs[2].argv
-    assert launch.log_dir(str(tmp_path)) == str(tmp_path / "logs")
+    assert commands.log_dir(str(tmp_path)) == str(tmp_path / "logs")
     assert not os.path.exists("gs:")

@@ -106,7 +106,7 @@ def test_a_restart_on_the_host_promotes_the_spare_it_keeps_ready(tmp_path, monke
         again = host.start([sys.executable, FAKE, str(ledger), "serve"], str(tmp_path / "a.log"),
                            spare_argv=spare_argv)
         assert again["promoted"] and again["command_pid"] == spare
-        _poll_until(host, lambda s: str(spare) in ledger.read_text())  # it runs the command
+        _poll_until(host, lambda s: ledger.exists() and str(spare) in ledger.read_text())
         _poll_until(host, lambda s: "command" in host._spares.waiting)  # and a new spare waits
         pids.append(host._spares.waiting["command"].pid)  # pylint: disable=protected-access
         host.drop_spare()

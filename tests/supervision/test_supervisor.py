@@ -111,7 +111,10 @@ def test_a_stop_reaches_grandchildren_and_kills_what_ignores_sigterm_within_the_
     supervisor = Supervisor([_spec("learner", ledger, "parent", primary=True),
                              _spec("actor 0", stubborn, "stubborn")], QUICK,
                             stop_grace_secs=1.0)
-    ready = lambda: _lines(ledger, "child") and _lines(stubborn, "start")
+    # The grandchild noted its own start: its SIGTERM handler is in place (a SIGTERM
+    # before that would end it without its "term" line).
+    ready = lambda: (set(_lines(ledger, "child")) & set(_lines(ledger, "start"))
+                     and _lines(stubborn, "start"))
     started = time.monotonic()
     status = supervisor.run(_stop_after(ready))
     stop_seconds = time.monotonic() - started
