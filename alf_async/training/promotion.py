@@ -15,7 +15,7 @@ from typing import Callable, Optional
 from alf_async import events
 
 _gate: Optional[threading.Event] = None
-_on_promotion: Callable[[], None] = lambda: None
+_on_promotion: Optional[Callable[[], None]] = None  # run once, by the first wait after it
 
 
 def install(gate: threading.Event, on_promotion: Callable[[], None]) -> None:
@@ -31,10 +31,14 @@ def pending() -> bool:
 
 
 def await_promotion() -> None:
-    """In a spare, blocks until it is promoted, then runs `on_promotion`; elsewhere
-    returns at once."""
+    """In a spare, blocks until it is promoted, then runs `on_promotion` (once, however
+    often it is called); elsewhere returns at once. A spare promoted before it
+    was ready calls it when it gets there: its name and events start then."""
+    global _on_promotion  # pylint: disable=global-statement
     if _gate is None:
         return
     _gate.wait()
-    _on_promotion()
+    become, _on_promotion = _on_promotion, None
+    if become is not None:
+        become()
     events.announce()  # a spare's run events start here

@@ -74,6 +74,8 @@ def _build(algorithm_class, seed, serve_port, root_dir: str, timeline: Timeline)
         logging.info("Warm spare ready (built, update warmed up); waiting for its promotion")
         promotion.await_promotion()
         timeline.mark("wait for the promotion")
+    else:  # not a spare, or one promoted while it built: it becomes the command now
+        promotion.await_promotion()
     return built
 
 

@@ -693,3 +693,25 @@ def test_two_worker_learner_trains_in_step_and_only_the_chief_writes(tmp_path):
     assert tf.train.latest_checkpoint(str(root / "checkpoints")).endswith("ckpt-4")
     assert len(os.listdir(root / "train")) == 1  # one event file: the chief's
     assert read_scalars(str(root))["Metrics/EnvironmentSteps"][-1] == (4, 4 * 2 * 2 * 8 * 8)
+
+
+def test_a_spare_promoted_while_it_built_becomes_its_command_once(monkeypatch):
+    """A spare promoted before it was ready (the word came while it built) used to stay
+    named `alf-spare`: the chaos tool then saw no learner, and no learner fault fired
+    again. It becomes its command (name, priority) once, after the build."""
+    from alf_async.training import promotion  # pylint: disable=import-outside-toplevel
+    gate, calls = threading.Event(), []
+    monkeypatch.setattr(promotion, "_gate", gate)
+    monkeypatch.setattr(promotion, "_on_promotion", lambda: calls.append("become"))
+    monkeypatch.setattr(run_lib, "_build_touches_the_run", lambda: False)
+    monkeypatch.setattr(run_lib, "build", lambda *args: (gate.set(), "learner", "driver", None))
+
+    class _Timeline:
+        def mark(self, name):
+            calls.append(name)
+
+    built = run_lib._build(None, None, None, "/nowhere", _Timeline())  # pylint: disable=protected-access
+    assert built[1:3] == ("learner", "driver")
+    assert calls == ["become"]  # no warm-up: it was promoted already
+    promotion.await_promotion()
+    assert calls == ["become"]  # once
