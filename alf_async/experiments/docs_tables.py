@@ -51,15 +51,18 @@ def _lowest(values: List[Optional[float]]) -> Optional[float]:
 
 def _labelled_cells(name: str, summary: Dict):
     """`(label, cell)` of every cell: the label names the cell where a summary has
-    several, by its experiment's name where those differ (`report DIR DIR ...`); a
-    single cell published under another name than its config's gets that name."""
+    several, by its experiment's name where those differ (`report DIR DIR ...`),
+    after the result's name where it is not its config's; a single cell
+    published under another name than its config's gets that name."""
     experiments = summary["experiments"]
     cells = [(e.get("name"), c) for e in experiments for c in e["cells"]]
     if len(cells) == 1:
         config = os.path.splitext(summary["config"] or name)[0]
         return [("" if config == name else f" ({name})", cells[0][1])]
     by_experiment = len(experiments) > 1
-    return [(f" ({experiment if by_experiment else cell['name']})", cell)
+    config = os.path.splitext(summary["config"] or name)[0]
+    prefix = "" if config == name or by_experiment else f"{name}, "  # (ppo_chaos_ray, faults=all)
+    return [(f" ({prefix}{experiment if by_experiment else cell['name']})", cell)
             for experiment, cell in cells]
 
 

@@ -42,6 +42,19 @@ def test_a_results_file_of_several_experiments_names_each_rows_experiment():
     assert page.index("#### max") < page.index("#### td_error")  # each one's tables headed
 
 
+def test_cells_of_a_result_named_other_than_its_config_carry_its_name():
+    """`ppo_chaos_ray` (ppo_chaos.gin's cells on the Ray backend) beside `ppo_chaos`."""
+    cells = [dict(_cell("c"), name="faults=all"), dict(_cell("c"), name="faults=none")]
+    ray = dict(config="ppo_chaos.gin", source="alf_async.experiment", command="run",
+               experiments=[dict(name="chaos_ray_cert", cells=cells)])
+    rows = docs_tables.configs_table([("ppo_chaos", ray), ("ppo_chaos_ray", ray)])
+    assert [row.split(" | ")[0] for row in rows.splitlines()[2:]] == [
+        "| [`ppo_chaos.gin` (faults=all)](docs/results.md#ppo_chaos)",
+        "| [`ppo_chaos.gin` (faults=none)](docs/results.md#ppo_chaos)",
+        "| [`ppo_chaos.gin` (ppo_chaos_ray, faults=all)](docs/results.md#ppo_chaos_ray)",
+        "| [`ppo_chaos.gin` (ppo_chaos_ray, faults=none)](docs/results.md#ppo_chaos_ray)"]
+
+
 def test_the_results_page_leads_with_the_shipped_configs_and_sends_the_rest_to_ablations():
     shipped = dict(config="ppo_async.gin", source="by hand",
                    experiments=[dict(cells=[_cell("ppo_async")])])
