@@ -36,18 +36,23 @@ from absl import app, flags
 
 from alf_async.supervision.chaos import LaunchTree, _proc_table
 
-flags.DEFINE_list("configs", ["local", "ray"], "The launch's --backend values to compare, "
-                  "each with ':cold' for --warm_spares=false.")
-flags.DEFINE_integer("repeats", 1, "Runs per config (alternating configs).")
-flags.DEFINE_float("timeout", 240.0, "Seconds any one wait may take.")
 FLAGS = flags.FLAGS
+WAIT_SECS = 240.0  # any one wait, at most
+
+
+def _define_flags() -> None:
+    """The tool's flags (defined when run, not when imported: the tests import it
+    beside other tools)."""
+    flags.DEFINE_list("configs", ["local", "ray"], "The launch's --backend values to "
+                      "compare, each with ':cold' for --warm_spares=false.")
+    flags.DEFINE_integer("repeats", 1, "Runs per config (alternating configs).")
 
 _PROGRESS = r"iteration \d+ \| env steps"
 
 
 def _wait(read, pattern: str, start: int, proc) -> float:
     """Waits for `pattern` in `read()[start:]`; returns when it showed."""
-    deadline = time.monotonic() + FLAGS.timeout
+    deadline = time.monotonic() + WAIT_SECS
     while not re.search(pattern, read()[start:]):
         if proc.poll() is not None or time.monotonic() > deadline:
             raise RuntimeError(f"no {pattern!r}: {read()[-2000:]}")
@@ -147,4 +152,5 @@ def main(argv) -> None:
 
 
 if __name__ == "__main__":
+    _define_flags()
     app.run(main)

@@ -35,7 +35,6 @@ def test_a_restart_is_timed_from_the_kill_to_the_pattern_after_it(tmp_path):
     writer = subprocess.Popen([sys.executable, "-c", f"import time; time.sleep(1.0); "
                                f"open({str(log)!r}, 'a').write('weights of update 7\\n')"])
     try:
-        backend_restarts.FLAGS(["tool"])
         seconds = backend_restarts._restart(  # pylint: disable=protected-access
             writer, backend_restarts._reader(str(log)), victim.pid,  # pylint: disable=protected-access
             r"weights of update \d+")
