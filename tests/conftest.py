@@ -1,4 +1,7 @@
+import gc
 import os
+
+import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -14,3 +17,21 @@ os.environ.update(LOCAL_RAY_ENV)
 from alf_async.learning.devices import split_host_cpu  # noqa: E402
 
 split_host_cpu(2)
+
+import fakes  # noqa: E402
+from alf_async.collection.driver_thread import live_driver_threads  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _driver_threads_at_test_start():
+    """Notes the driver threads alive before each test (`fakes.leaked_driver_threads`)."""
+    fakes.THREADS_AT_TEST_START = set(live_driver_threads())
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _collect_a_modules_garbage_at_its_end():
+    """Frees what a test module left in reference cycles between modules, in this
+    thread: a destructor that waits (a sampler's) then never runs inside the next
+    module's threads."""
+    yield
+    gc.collect()

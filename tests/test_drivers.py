@@ -11,9 +11,8 @@ from tf_agents.trajectories import time_step as ts
 
 from alf_async.drivers import AsyncOffPolicyDriver
 from alf_async.errors import LearnerStarvedError, ThreadError
-from alf_async.collection.driver_thread import live_driver_threads
-from fakes import (EPISODE_LENGTH, CountingEnv, CountingPolicy, gin_bound, learning_driver,
-                   timed_stop)
+from fakes import (EPISODE_LENGTH, CountingEnv, CountingPolicy, gin_bound, leaked_driver_threads,
+                   learning_driver, timed_stop)
 
 B = 3
 
@@ -108,10 +107,11 @@ def test_log_thread_counts_episodes_and_returns():
     (dict(num_actor_queues=1.5), "num_actor_queues must be an integer >= 0, got 1.5"),
 ])
 def test_bad_sizes_are_rejected_before_any_thread(kwargs, message):
-    before = threading.active_count()
+    before = set(threading.enumerate())
     with pytest.raises(ValueError, match=message):
         _driver(num_envs=4, **kwargs)
-    assert threading.active_count() == before
+    # No thread started (one of an earlier test may have ended meanwhile).
+    assert not set(threading.enumerate()) - before
 
 
 def test_env_with_wrong_specs_is_rejected():
@@ -152,6 +152,43 @@ def test_stop_is_prompt_with_threads_blocked_on_full_and_empty_queues():
     assert all(env.closed for env in envs)
 
 
+class _StuckEnv(CountingEnv):
+    """Blocks in its 5th step until `gate` opens: nothing a stop does can wake it."""
+
+    def __init__(self, env_id, gate):
+        super().__init__(env_id, B)
+        self.gate = gate
+
+    def _step(self, action):
+        if self.count == 4:
+            self.gate.wait(30)
+        return super()._step(action)
+
+
+def test_a_thread_that_outlives_the_stop_is_named_with_where_it_is(caplog, monkeypatch):
+    monkeypatch.setattr(AsyncOffPolicyDriver, "STOP_GRACE_SECS", 0.3)
+    gate = threading.Event()
+    envs = [CountingEnv(0, B), _StuckEnv(1, gate)]
+    driver = AsyncOffPolicyDriver(lambda i: envs[i], CountingPolicy(envs[0]), None,
+                                  num_envs=2, num_actor_queues=0, unroll_length=8,
+                                  learn_queue_cap=2)
+    driver.start()
+    try:
+        deadline = time.time() + 20
+        while envs[1].count < 4 and time.time() < deadline:
+            time.sleep(0.01)
+        with pytest.raises(RuntimeError, match="still running: EnvThread1"):
+            driver.stop()
+        report = [r.getMessage() for r in caplog.records if "after the stop" in r.getMessage()]
+        assert report and report[0].startswith("EnvThread1 still running 0.3 s after the stop")
+        assert "in _step\n    self.gate.wait(30)" in report[0]  # the env's own line
+    finally:
+        gate.set()
+        for thread in leaked_driver_threads():
+            thread.join(10)
+    assert not leaked_driver_threads()
+
+
 def test_env_error_surfaces_from_get_training_exps_with_thread_name():
     driver, _ = _driver(num_envs=4, fail_env=1, fail_at=6)
     driver.start()
@@ -172,7 +209,7 @@ def test_env_error_is_reraised_by_stop():
     with pytest.raises(ThreadError, match="EnvThread0 failed") as info:
         driver.stop()
     assert isinstance(info.value.__cause__, RuntimeError)
-    assert not live_driver_threads()
+    assert not leaked_driver_threads()
 
 
 def test_policy_error_names_the_actor_thread():
@@ -187,7 +224,7 @@ def test_policy_error_names_the_actor_thread():
                                   actor_queue_cap=1)
     with pytest.raises(ThreadError, match="ActorThread0 failed: InvalidArgumentError"):
         driver.start()
-    assert not live_driver_threads()
+    assert not leaked_driver_threads()
     timed_stop(driver)
 
 
@@ -247,7 +284,7 @@ def test_deterministic_mode_runs_envs_only_for_the_batch_asked_for_in_env_order(
 def test_impossible_deterministic_or_replay_settings_are_value_errors(kwargs, message):
     with pytest.raises(ValueError, match=message):
         learning_driver(None, **kwargs)
-    assert not live_driver_threads()
+    assert not leaked_driver_threads()
 
 
 def test_get_training_exps_after_stop_raises_even_with_a_full_learn_queue():

@@ -394,11 +394,15 @@ class ReplayBuffer:
         return self.sampled_windows / max(self.inserted_steps, 1)
 
     def close(self) -> None:
-        """Saves the buffer (with `save_buffer`) and stops the server; call
-        once no thread inserts or samples."""
+        """Saves the buffer (with `save_buffer`), stops the server and closes the
+        sampler; call once no thread inserts or samples."""
         self._writer.close()
         self.save()
         self._stop_server()
+        # The sampler closes now, in this thread, not whenever the garbage collector
+        # finds it: its destructor waits for its worker while holding the GIL, which
+        # stalls every Python thread of the process (up to seconds, at any point).
+        self._samples = None
 
     def _stop_server(self) -> None:
         with quiet.native_stderr_held():  # Reverb: "Shutting down replay server"

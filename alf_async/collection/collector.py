@@ -10,7 +10,7 @@ from tf_agents.metrics import tf_metric
 from alf_async.errors import QUEUE_CLOSED, DriverStopped, ThreadError, stop_with_error
 from alf_async.metrics import EpisodeStats, StepMetrics
 from alf_async.queues import TFQueues
-from alf_async.collection.driver_thread import DriverThread, to_numpy
+from alf_async.collection.driver_thread import DriverThread, to_numpy, where_threads_are
 from alf_async.experience import LogRecord, unroll_trajectory
 
 
@@ -158,10 +158,20 @@ class Collector:
         if not self._started:
             return
         own = [] if self.collection.joins_own_threads else self.threads[:-1]
+        joined = [*own, self.threads[-1], *self._others]
         try:
-            self.coord.join([*own, self.threads[-1], *self._others],
-                            stop_grace_period_secs=grace_secs)
+            self.coord.join(joined, stop_grace_period_secs=grace_secs)
         except Exception:
             if not error_seen:
                 raise
             logging.debug("Thread error already raised by get_training_exps()")
+        finally:
+            self._report_stragglers(joined, grace_secs)
+
+    @staticmethod
+    def _report_stragglers(threads: Sequence[DriverThread], grace_secs: float) -> None:
+        """Logs where each thread that outlived the stop's grace is (its Python stack)."""
+        late = [t.name for t in threads if t.is_alive()]
+        if late:
+            logging.error("%s still running %.1f s after the stop; where they are:\n%s",
+                          ", ".join(late), grace_secs, where_threads_are(threads))

@@ -13,7 +13,8 @@ learner is the bottleneck, its thread goes first when both want a core.
 import os
 import sys
 import threading
-from typing import Callable, List
+import traceback
+from typing import Callable, List, Sequence
 
 import gin
 import tensorflow as tf
@@ -30,6 +31,21 @@ def to_numpy(nest):
 def live_driver_threads() -> List[threading.Thread]:
     """Every `DriverThread` still running in this process (leak checks use it)."""
     return [t for t in threading.enumerate() if isinstance(t, DriverThread)]
+
+
+def where_threads_are(threads: Sequence[threading.Thread]) -> str:
+    """The Python stacks of the live threads of `threads`, for a stop that timed out,
+    and of the TensorFlow threads running Python now (an env step in
+    `tf.numpy_function` runs on one of those, not on its env thread)."""
+    frames = sys._current_frames()  # pylint: disable=protected-access
+    python_threads = {t.ident for t in threading.enumerate()
+                      if not isinstance(t, threading._DummyThread)}  # pylint: disable=protected-access
+    stacks = [(t.name, frames[t.ident]) for t in threads
+              if t.is_alive() and t.ident in frames]
+    stacks += [("a TensorFlow thread running Python", frame)
+               for ident, frame in frames.items() if ident not in python_threads]
+    return "\n".join(f"{name}:\n{''.join(traceback.format_stack(frame))}"
+                     for name, frame in stacks)
 
 
 @gin.configurable(module="alf_async")

@@ -139,6 +139,12 @@ class UnrollReaderThread(DriverThread):
         self._queues.learn_queue.enqueue(unroll)
         self._queues.log(unroll)
 
+    def close_sampler(self) -> None:
+        """Closes the sampler now (the thread has ended, the server stopped), not when
+        the garbage collector finds it: its destructor waits for its worker while
+        holding the GIL, which stalls every Python thread of the process."""
+        self._samples = None
+
 
 class WeightsPublisherThread(DriverThread):
     """Publishes the weights whenever the policy version has advanced by `interval`."""
@@ -309,3 +315,6 @@ class ReverbService:
         if self._server is not None:
             with quiet.native_stderr_held():  # Reverb: "Shutting down replay server"
                 self._server.stop()
+        for thread in self._threads:
+            if isinstance(thread, UnrollReaderThread):
+                thread.close_sampler()

@@ -3,12 +3,14 @@
 import shutil
 import threading
 import time
+import weakref
 
 import numpy as np
 import pytest
 
 from alf_async.batches.priorities import Priorities
 from alf_async.batches.replay_buffer import ReplayBuffer
+from fakes import garbage_collector_off
 from replay_fakes import B, T, counting_unroll as _unroll, unroll_spec as _spec
 
 
@@ -45,6 +47,18 @@ def test_windows_are_stored_steps_and_their_starts_are_uniform():
         assert chi2 < 24.3, counts  # p = 0.001 with 7 degrees of freedom
     finally:
         replay.close()
+
+
+def test_close_closes_the_sampler_then_not_when_the_garbage_collector_finds_it():
+    """Its destructor holds the GIL while it waits for its worker: left to the
+    collector, it stalled every thread of the process for seconds, at any point."""
+    replay = _replay(replay_ratio=1e6, min_size=T)
+    assert replay.insert(_unroll(0), _deadline(10))
+    assert replay.sample(_deadline(10)) is not None
+    sampler = weakref.ref(replay._samples)  # pylint: disable=protected-access
+    with garbage_collector_off():
+        replay.close()
+        assert sampler() is None
 
 
 def _sample_until_it_waits(replay, max_batches=500):

@@ -8,8 +8,7 @@ import tensorflow as tf
 
 from alf_async.collection import Collector, LocalCollection
 from alf_async.errors import ThreadError
-from alf_async.collection.driver_thread import live_driver_threads
-from fakes import CountingEnv, CountingPolicy
+from fakes import CountingEnv, CountingPolicy, leaked_driver_threads
 
 B, T = 2, 4
 
@@ -29,7 +28,7 @@ def _stop(collector):
         collector.stop(grace_secs=1.5)
     finally:
         collector.collection.close()
-    assert time.time() - start < 3 and not live_driver_threads()
+    assert time.time() - start < 3 and not leaked_driver_threads()
 
 
 @pytest.mark.parametrize("num_actor_queues", [1, 0])
@@ -65,7 +64,7 @@ def test_a_failing_env_reaches_take_as_a_thread_error_naming_it():
         with pytest.raises(ThreadError):  # stop() re-raises unless told it was seen
             collector.stop(grace_secs=1.5)
         collector.collection.close()
-    assert not live_driver_threads() and all(env.closed for env in envs)
+    assert not leaked_driver_threads() and all(env.closed for env in envs)
 
 
 def test_stop_before_start_closes_the_envs():

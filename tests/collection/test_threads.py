@@ -17,7 +17,7 @@ from alf_async.metrics import EpisodeStats
 from alf_async.queues import TFQueues
 from alf_async.collection import DriverThread, EnvThread, LogThread
 from alf_async.collection.driver_thread import live_driver_threads
-from fakes import EPISODE_LENGTH, CountingEnv, CountingPolicy
+from fakes import EPISODE_LENGTH, CountingEnv, CountingPolicy, leaked_driver_threads
 
 B, T = 3, 4
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -41,7 +41,7 @@ def _stop(coord, queues, threads):
     coord.request_stop()
     queues.close_all()
     coord.join(threads, stop_grace_period_secs=2)
-    assert not live_driver_threads()
+    assert not leaked_driver_threads()
 
 
 def test_env_thread_acting_itself_produces_consecutive_unrolls_and_log_records():

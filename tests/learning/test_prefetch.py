@@ -8,8 +8,7 @@ from alf_async.errors import ThreadError
 from alf_async.experience import LearnBatch
 from alf_async.learning.learner import DeviceBatch, Update
 from alf_async.learning.prefetch import LearnerLoop
-from alf_async.collection.driver_thread import live_driver_threads
-from fakes import learning_driver, timed_stop
+from fakes import leaked_driver_threads, learning_driver, timed_stop
 
 B = 3
 
@@ -84,7 +83,7 @@ def test_stop_from_another_thread_ends_a_waiting_step():
             loop.step()
     assert time.time() - start < 3
     stopper.join()
-    assert not live_driver_threads()
+    assert not leaked_driver_threads()
 
 
 def test_deterministic_drivers_are_not_prefetched_and_bad_depths_are_rejected():

@@ -8,6 +8,7 @@ learner's server on 127.0.0.1 exactly as separate processes would;
 import functools
 import threading
 import time
+import weakref
 
 import gin
 import numpy as np
@@ -22,7 +23,8 @@ from alf_async.remote import ActorProcess, ReverbService  # noqa: E402
 from alf_async.remote.actor_process import LearnerGone  # noqa: E402
 from alf_async.remote import weights  # noqa: E402
 from alf_async.remote.weights import IncompatibleWeights  # noqa: E402
-from fakes import CountingEnv, counters_of, timed_stop, weight_policy_for  # noqa: E402
+from fakes import (CountingEnv, counters_of, garbage_collector_off, timed_stop,  # noqa: E402
+                   weight_policy_for)
 
 E, T = 2, 3  # env threads per actor process, steps per unroll
 
@@ -135,6 +137,7 @@ def test_the_reader_keeps_one_sampler_through_idle_spells_and_a_stop_wakes_its_w
     driver.start()
     reader = next(t for t in driver.remote._threads  # pylint: disable=protected-access
                   if t.name == "UnrollReaderThread")
+    sampler = None
     try:
         for task in (0, 1):  # each spell: an actor delivers, leaves, and the queue idles
             actor = _ActorThread(driver.remote.address, task)
@@ -148,8 +151,13 @@ def test_the_reader_keeps_one_sampler_through_idle_spells_and_a_stop_wakes_its_w
             time.sleep(1.0)  # five of the old 200 ms polls with nothing to read
         assert reader.samplers_opened == 1
         assert driver.remote.registry.missing == 0 and driver.remote.registry.duplicated == 0
+        sampler = weakref.ref(reader._samples)  # pylint: disable=protected-access
     finally:
-        timed_stop(driver, bound=3.0)  # the reader waits for an unroll no actor sends
+        with garbage_collector_off():
+            timed_stop(driver, bound=3.0)  # the reader waits for an unroll no actor sends
+            # Closed by the stop, not left to the garbage collector: its destructor
+            # holds the GIL while it waits for its worker (seconds of a stalled process).
+            assert sampler is None or sampler() is None
     assert not reader.is_alive()
     assert "still running" not in caplog.text
 

@@ -7,7 +7,7 @@ from alf_async import config
 
 from alf_async.training import assembly
 import alf_async.training.run  # noqa: F401  registers gin's `train`, which the gin files bind
-from alf_async.collection.driver_thread import live_driver_threads
+from fakes import leaked_driver_threads
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -36,7 +36,7 @@ def test_bad_settings_are_value_errors_naming_the_setting_before_any_thread(bind
             assembly.build(seed=seed)
     finally:
         gin.clear_config()
-    assert not live_driver_threads()
+    assert not leaked_driver_threads()
 
 
 @pytest.mark.parametrize("gin_file, bindings", [
@@ -72,7 +72,7 @@ def test_the_update_compiled_ahead_on_a_zeros_batch_is_the_one_the_first_batch_r
                     == 2 * driver.batches.replay.items_per_batch)
     finally:
         gin.clear_config()
-    assert not live_driver_threads()
+    assert not leaked_driver_threads()
 
 
 @pytest.mark.parametrize("gin_file, bindings", [
@@ -99,4 +99,4 @@ def test_a_warm_up_runs_the_update_once_and_puts_every_variable_back(gin_file, b
         driver.stop()
     finally:
         gin.clear_config()
-    assert not live_driver_threads()
+    assert not leaked_driver_threads()
