@@ -184,9 +184,11 @@ class AsyncOffPolicyDriver:
         self._started = False
 
     def example_batch(self) -> LearnBatch:
-        """A learn batch of zeros shaped as `get_training_exps()`'s (`Learner.trace`)."""
+        """A learn batch of zeros shaped and marked as `get_training_exps()`'s
+        (`Learner.trace`)."""
         return zeros_learn_batch(self._collector.queues.learn_queue.spec,
-                                 self.learn_batch_shape, self.batches.weighted)
+                                 self.learn_batch_shape, self.batches.weighted)._replace(
+                                     wants_back=self.batches.wants_back)
 
     @property
     def learn_batch_shape(self):

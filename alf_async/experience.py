@@ -6,7 +6,7 @@ plus the action taken from it. A `LAST` step's action is ignored by the env,
 whose next step is the `FIRST` step of a new episode (reward 0, discount 1).
 """
 
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Tuple
 
 import tensorflow as tf
 from tf_agents.specs import tensor_spec
@@ -100,6 +100,9 @@ class LearnBatch(NamedTuple):
             column's samples in the loss (prioritized replay).
         items: None, or what the batch source needs back after the update
             (`after_update`): which stored items the batch holds.
+        wants_back: names of the algorithm's per-item loss terms its source
+            wants after the update (`BatchSource.wants_back`; the feed sets
+            it); the learner computes those and nothing else.
     """
     experience: Experience
     bootstrap: Nest
@@ -107,6 +110,7 @@ class LearnBatch(NamedTuple):
     env_steps: int
     weights: Any = None
     items: Any = None
+    wants_back: Tuple[str, ...] = ()
 
 
 def zeros_learn_batch(unroll_spec: Unroll, shape, weighted: bool = False) -> LearnBatch:

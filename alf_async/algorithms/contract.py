@@ -32,7 +32,8 @@ class Algorithm(Protocol):
             0 otherwise.
         item_terms: names of per-sample terms of `loss` that tell a batch
             source about each sampled item (`("td_error",)`: absolute TD
-            errors, for prioritized replay); `()` if none.
+            errors, for prioritized replay); `()` if none. The learner
+            computes only those the batch's source `wants_back`.
         variables_to_train: every variable the optimizer updates, each once.
         loss_groups: `[(term, variables)]`: which loss term each set of
             variables minimises (the learner may clip the groups apart);
@@ -87,8 +88,10 @@ class Algorithm(Protocol):
 
 
 
-def per_item_terms(algorithm, samples: Dict[str, tf.Tensor], columns) -> Dict[str, tf.Tensor]:
-    """The `item_terms` of `algorithm.loss(samples)` and the samples' `mask`, by column.
+def per_item_terms(algorithm, samples: Dict[str, tf.Tensor], columns,
+                   terms: Sequence[str]) -> Dict[str, tf.Tensor]:
+    """The `terms` (among its `item_terms`) of `algorithm.loss(samples)` and the
+    samples' `mask`, by column.
 
     Args:
         algorithm: an `Algorithm`.
@@ -96,13 +99,14 @@ def per_item_terms(algorithm, samples: Dict[str, tf.Tensor], columns) -> Dict[st
             (windows or sequences): `[N]` leaves (steps) or `[N, T']`
             (sequences).
         columns: how many columns the samples came from (a scalar).
+        terms: which per-item terms (a batch source's `wants_back`).
 
     Returns:
         `{term: [K, columns]}`: K samples per column (a sequence's K are its
         steps), `mask` among them.
     """
-    terms = algorithm.loss(samples)
-    terms = {k: terms[k] for k in algorithm.item_terms}
+    loss = algorithm.loss(samples)
+    terms = {k: loss[k] for k in terms}
     by_step = lambda v: tf.transpose(v) if v.shape.rank == 2 else v  # [N, T'] -> [T', N]
     return {k: tf.reshape(by_step(v), [-1, columns])
             for k, v in dict(terms, mask=samples["mask"]).items()}

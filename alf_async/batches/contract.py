@@ -21,9 +21,13 @@ class BatchSource(Protocol):
 
     Attributes:
         weighted: whether its batches carry importance weights `[Q', B']`.
+        wants_back: names of the algorithm's per-item loss terms (among its
+            `item_terms`) it wants in `after_update` (prioritized replay:
+            `("td_error",)`); `()`: none, and the learner computes none.
     """
 
     weighted: bool
+    wants_back: Tuple[str, ...]
 
     def shape(self, unroll_length: int, batch_size: int) -> Tuple[int, int, int]:
         """`(Q', T', B')` of its learn batches, given the driver's T and B."""
@@ -38,7 +42,8 @@ class BatchSource(Protocol):
 
     def after_update(self, batch, per_item: Dict[str, Any]) -> None:
         """The port back: what the learner found on `batch` (a `DeviceBatch`, its
-        `items` as `next()` made them), per item (`Learner.Update.per_item`)."""
+        `items` as `next()` made them), per item: the `wants_back` terms of
+        the algorithm's loss and their `mask` (`Learner.Update.per_item`)."""
 
     def describe(self, env_steps: int) -> str:
         """What a learn batch holds, for the start-up line."""

@@ -54,7 +54,8 @@ class LearnFeed:
             raise
 
     def next(self, updates_ahead: int = 0) -> LearnBatch:
-        """Waits for the next learn batch (leaves `[Q', T', B', ...]`).
+        """Waits for the next learn batch (leaves `[Q', T', B', ...]`), marked with
+        the per-item terms its source wants back (`wants_back`).
 
         Args:
             updates_ahead: how many learner updates later the batch will be
@@ -72,7 +73,7 @@ class LearnFeed:
             batch = self._batches.next(updates_ahead)
         if batch is None:
             self._collector.raise_stopped()
-        return batch
+        return batch._replace(wants_back=self._batches.wants_back)
 
     def after_update(self, batch, per_item) -> None:
         """Hands the batch source what the learner found on `batch`, per item

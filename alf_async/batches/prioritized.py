@@ -29,7 +29,7 @@ class PrioritizedReplayBatches(UniformReplayBatches):
     of a segment's windows become its priority (`Priorities.item_priorities`),
     R2D2's mix of max and mean; for a recurrent learner a segment is one
     sequence and its trained steps' errors are mixed the same way. Written
-    back with Reverb's `mutate_priorities`. New segments enter at the
+    back with the table's `update_priorities`. New segments enter at the
     largest priority so far, or (`new_items='td_error'`, Ape-X) with the
     same mix of their TD errors under the current network, computed by the
     writer thread as it inserts them. The table's sizes and replay ratio are
@@ -46,6 +46,7 @@ class PrioritizedReplayBatches(UniformReplayBatches):
 
     NAME = "prioritized"
     weighted = True  # each window's importance weight, [batch_size, 1]
+    wants_back = ("td_error",)  # the algorithm's absolute TD errors: new priorities
 
     def __init__(self, unroll_spec, algorithm, should_stop: Callable[[], bool],
                  env_steps: Callable[[], int], replay_dir: Optional[str] = None,
@@ -75,13 +76,8 @@ class PrioritizedReplayBatches(UniformReplayBatches):
                 'one': 1.
 
         Raises:
-            ValueError: a setting is out of range, or the algorithm has no
-                `td_error` item term (names it).
+            ValueError: a setting is out of range (names it).
         """
-        if "td_error" not in algorithm.item_terms:
-            raise ValueError(f"exp_replayer='prioritized' needs an algorithm with a "
-                             f"'td_error' item term (DQN, SAC); {type(algorithm).__name__} "
-                             f"has {tuple(algorithm.item_terms)}")
         self.priorities = Priorities(priority_replay_alpha, priority_replay_beta,
                                      priority_replay_eps, priority_replay_eta, new_items)
         self._algorithm = algorithm
@@ -89,7 +85,8 @@ class PrioritizedReplayBatches(UniformReplayBatches):
         super().__init__(unroll_spec, algorithm, should_stop, replay_dir, self.priorities,
                          self._computed_priorities if new_items == "td_error" else None)
         self._env_steps = env_steps
-        self._updates = PriorityUpdates(self._item_priorities, self.replay.mutate_priorities)
+        self._updates = PriorityUpdates(self._item_priorities,
+                                        self.replay.table.update_priorities)
 
     def threads(self, coord: tf.train.Coordinator, queues) -> list:
         """The replay writer thread, and the thread that writes priorities back."""
@@ -147,7 +144,8 @@ class PrioritizedReplayBatches(UniformReplayBatches):
     def _td_errors(self, experience, bootstrap):
         """`{"td_error", "mask"}` `[K, columns]` of windows `[columns, T', 1, ...]`."""
         samples = self._algorithm.preprocess(experience, bootstrap)
-        return per_item_terms(self._algorithm, samples, tf.shape(experience.log_prob)[0])
+        return per_item_terms(self._algorithm, samples, tf.shape(experience.log_prob)[0],
+                              self.wants_back)
 
     def describe(self, unused_env_steps: int) -> str:
         replay = self.replay

@@ -3,6 +3,8 @@
 A new kind of source is a class behind `contract.BatchSource` and one entry
 in `SOURCES`: its class (whose gin options must stay unset when another
 source is chosen) and a builder from the `SourceNeeds` the driver offers.
+The per-item terms a class `wants_back` after each update are checked
+against the algorithm's `item_terms` here, before anything is built.
 """
 
 import inspect
@@ -93,12 +95,27 @@ def check_options_unused(name: str) -> None:
                                  f"to exp_replayer={name!r}; leave it unset")
 
 
+def check_wants_back(name: str, algorithm) -> None:
+    """Raises ValueError unless the algorithm's loss supplies every per-item term the
+    source registered as `name` wants back (`wants_back` among its `item_terms`)."""
+    wanted = SOURCES[name].source_class.wants_back
+    missing = [term for term in wanted if term not in algorithm.item_terms]
+    if missing:
+        raise ValueError(f"exp_replayer={name!r} wants the per-item loss term "
+                         f"{', '.join(repr(t) for t in missing)} back after each update, which "
+                         f"{type(algorithm).__name__}'s loss does not supply (its item_terms: "
+                         f"{tuple(algorithm.item_terms)}); use an algorithm that does "
+                         f"(DQN, SAC)")
+
+
 def build_source(name: str, needs: SourceNeeds):
     """The learn-batch source registered as `name`, built from `needs`.
 
     Raises:
-        ValueError: an unknown name, or options of another source set (one line).
+        ValueError: an unknown name, options of another source set, or an
+            algorithm whose loss lacks a term the source wants back (one line).
     """
     check_name(name)
     check_options_unused(name)
+    check_wants_back(name, needs.algorithm)
     return SOURCES[name].build(needs)

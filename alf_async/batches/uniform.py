@@ -24,6 +24,7 @@ class UniformReplayBatches:
 
     NAME = "uniform"  # its `exp_replayer`
     weighted = False  # no importance weights
+    wants_back = ()  # uniform sampling learns nothing from an update
 
     def __init__(self, unroll_spec, algorithm, should_stop: Callable[[], bool],
                  replay_dir: Optional[str] = None, priorities: Optional[Priorities] = None,

@@ -2,7 +2,7 @@
 
 import random
 import time
-from typing import Any, Dict, NamedTuple, Optional
+from typing import Any, Dict, NamedTuple, Optional, Tuple
 
 import gin
 import tensorflow as tf
@@ -30,6 +30,8 @@ class DeviceBatch(NamedTuple):
         env_steps: Python int, `Q * T * B`.
         items: the learn batch's `items`, for the batch source's
             `after_update` (host, untouched).
+        wants_back: the learn batch's `wants_back`: the per-item terms the
+            update computes.
     """
     experience: Any
     bootstrap: Any
@@ -37,6 +39,7 @@ class DeviceBatch(NamedTuple):
     policy_version: Any
     env_steps: int
     items: Any = None
+    wants_back: Tuple[str, ...] = ()
 
 
 class Update(NamedTuple):
@@ -45,10 +48,10 @@ class Update(NamedTuple):
     Attributes:
         losses: `{term: scalar}` means over the update's minibatches (empty
             when a non-finite update was skipped).
-        per_item: `{term: [K, Q * B] numpy}` of the algorithm's `item_terms`
-            and their `mask`, computed after the update on every sample of a
-            batch with importance weights (K samples per column, time-major);
-            empty otherwise.
+        per_item: `{term: [K, Q * B] numpy}` of the terms the batch's source
+            wants back (`wants_back`, supplied by the algorithm's loss) and
+            their `mask`, computed after the update on every sample (K
+            samples per column, time-major); empty if it wants none.
     """
     losses: Dict[str, tf.Tensor]
     per_item: Dict[str, Any]
@@ -259,7 +262,7 @@ class Learner(tf.Module):
 
     def _update_args(self, batch: LearnBatch) -> tuple:
         experience, (bootstrap, weights) = self._distribute(batch)
-        return experience, bootstrap, weights, batch.experience.policy_version
+        return experience, bootstrap, weights, batch.experience.policy_version, batch.wants_back
 
     def place(self, batch: LearnBatch) -> DeviceBatch:
         """Copies a learn batch onto the replicas' devices.
@@ -274,13 +277,14 @@ class Learner(tf.Module):
             self._algorithm.observe(batch)
         experience, (bootstrap, weights) = self._distribute(batch)
         return DeviceBatch(experience, bootstrap, weights, batch.experience.policy_version,
-                           batch.env_steps, batch.items)
+                           batch.env_steps, batch.items, batch.wants_back)
 
     def update(self, batch: DeviceBatch, clock: Optional[StageClock] = None) -> Update:
         """One update on a placed learn batch; returns its mean loss terms and per-item terms.
 
         A batch with importance weights scales each sample's loss terms by
-        its column's weight, and gets the algorithm's `item_terms` back.
+        its column's weight. The per-item terms its source wants back
+        (`batch.wants_back`) are computed after the update and forwarded.
 
         `clock`, if given, gets the `grad` time (the compiled update).
 
@@ -301,7 +305,8 @@ class Learner(tf.Module):
         update = int(self.train_step) + 1
         try:
             info, per_item, lag = self._train(batch.experience, batch.bootstrap,
-                                              batch.weights, batch.policy_version)
+                                              batch.weights, batch.policy_version,
+                                              batch.wants_back)
         except tf.errors.InvalidArgumentError as error:
             if _NON_FINITE not in str(error):
                 raise
@@ -363,7 +368,7 @@ class Learner(tf.Module):
     # The algorithm's own code runs at the two lines marked ALGO LOGIC
     # (`preprocess`, `loss`); a new algorithm changes nothing in this file.
     @tf.function(autograph=False)  # converting the algorithm's code would take seconds
-    def _train(self, experience, bootstrap, weights, policy_version):
+    def _train(self, experience, bootstrap, weights, policy_version, wants_back):
         lag = tf.cast(self.train_step - policy_version, tf.float32)
         samples = self._strategy.run(self._preprocess, (experience, bootstrap, weights))
         orders = self._strategy.run(self._epoch_orders, (samples["mask"], self.train_step))
@@ -374,7 +379,7 @@ class Learner(tf.Module):
             lambda i, totals: (i + 1, tf.nest.map_structure(
                 tf.add, totals, self._sgd_step_fn(samples, orders, i))),
             (tf.constant(1), totals), parallel_iterations=1)
-        per_item = self._per_item(samples, weights, totals) if tf.nest.flatten(weights) else {}
+        per_item = self._per_item(samples, experience, wants_back, totals) if wants_back else {}
         self.train_step.assign_add(1)
         means = {k: v / num_steps for k, v in totals.items()}
         lag = {"min": tf.reduce_min(lag), "mean": tf.reduce_mean(lag), "max": tf.reduce_max(lag)}
@@ -407,15 +412,16 @@ class Learner(tf.Module):
             samples["weight"] = tf.reshape(weight, [-1] + [1] * (mask.shape.rank - 1))
         return samples
 
-    def _per_item(self, samples, weights, after):
-        """`{term: [K, columns]}` of the `item_terms` (and `mask`) after the update's
-        steps (`after`: their results, to order the computation after them); a
-        sequence's K are its steps."""
-        def replica_terms(samples, weights):
-            return per_item_terms(self._algorithm, samples, tf.size(weights))
+    def _per_item(self, samples, experience, wants_back, after):
+        """`{term: [K, columns]}` of the `wants_back` terms (and `mask`) after the
+        update's steps (`after`: their results, to order the computation after
+        them); a sequence's K are its steps."""
+        def replica_terms(samples, log_prob):  # a replica's [Q, T, B] or [1, T, W]
+            columns = tf.shape(log_prob)[0] * tf.shape(log_prob)[2]
+            return per_item_terms(self._algorithm, samples, columns, wants_back)
 
         with tf.control_dependencies(tf.nest.flatten(after)):
-            terms = self._strategy.run(replica_terms, (samples, weights))
+            terms = self._strategy.run(replica_terms, (samples, experience.log_prob))
         return {k: tf.concat(self._strategy.experimental_local_results(v), axis=1)
                 for k, v in terms.items()}
 

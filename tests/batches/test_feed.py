@@ -1,6 +1,7 @@
 """Tests of `LearnFeed` on a scripted collector and batch source (no threads of ours)."""
 
 import threading
+from typing import NamedTuple, Tuple
 
 import pytest
 import tensorflow as tf
@@ -24,8 +25,16 @@ class _Collector:
         raise RuntimeError("AsyncOffPolicyDriver was stopped")
 
 
+class _Batch(NamedTuple):
+    """The part of a `LearnBatch` a feed touches."""
+    name: str
+    wants_back: Tuple[str, ...] = ()
+
+
 class _Source:
     """`next(updates_ahead)` returns the scripted batches, then waits for a stop (None)."""
+
+    wants_back = ("td_error",)
 
     def __init__(self, collector, batches=()):
         self._collector = collector
@@ -49,9 +58,9 @@ def _feed(batches=(), timeout=5.0):
 
 
 def test_batches_come_from_the_source_with_the_updates_ahead():
-    feed, source, _ = _feed(["b0", "b1"])
-    assert feed.take() == "b0"
-    assert feed.next(updates_ahead=2) == "b1"
+    feed, source, _ = _feed([_Batch("b0"), _Batch("b1")])
+    assert feed.take() == _Batch("b0", ("td_error",))  # marked with what its source wants
+    assert feed.next(updates_ahead=2) == _Batch("b1", ("td_error",))
     assert source.asked == [0, 2]
 
 
@@ -75,7 +84,7 @@ def test_an_error_in_next_is_not_seen_until_the_consumer_raises_it():
 
 
 def test_a_closed_feed_gives_nothing():
-    feed, source, _ = _feed(["b0"])
+    feed, source, _ = _feed([_Batch("b0")])
     feed.close()
     with pytest.raises(RuntimeError, match="stopped"):
         feed.take()

@@ -6,6 +6,7 @@ import tensorflow as tf
 
 from alf_async.batches.packing import ColumnPacking
 from alf_async.batches.replay_buffer import ReplayBuffer
+from alf_async.batches.reverb_table import ReverbTable
 from alf_async.batches.segments import segment_spec, unroll_segments
 from replay_fakes import counting_unroll, unroll_spec
 
@@ -49,7 +50,7 @@ def test_the_replay_table_stores_one_column_per_dtype():
     replay = ReplayBuffer(unroll_spec(), capacity=1000, min_size=16, batch_size=8,
                           sequence_length=1, replay_ratio=4.0)
     try:
-        signature = replay._client.server_info()[ReplayBuffer.TABLE].signature
+        signature = replay.table._client.server_info()[ReverbTable.NAME].signature
         dtypes = {leaf.dtype for leaf in tf.nest.flatten(segment_spec(unroll_spec()))}
         assert len(tf.nest.flatten(signature)) == len(dtypes)
     finally:

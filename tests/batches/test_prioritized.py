@@ -12,6 +12,7 @@ import tensorflow as tf
 from alf_async.batches.priority_updates import PriorityWriterThread
 from alf_async.batches.prioritized import PrioritizedReplayBatches
 from alf_async.batches.replay_buffer import ReplayBuffer
+from alf_async.batches.reverb_table import ReverbTable
 from fakes import gin_bound
 from replay_fakes import T, counting_unroll, unroll_spec
 
@@ -152,14 +153,14 @@ def test_td_errors_written_back_become_the_segments_priorities():
 
 def test_after_update_hands_over_without_waiting_for_the_table(monkeypatch):
     held, release = threading.Event(), threading.Event()
-    mutate = ReplayBuffer.mutate_priorities
+    mutate = ReverbTable.update_priorities
 
     def slow_mutate(replay, keys, priorities):  # a table write that takes until released
         held.set()
         assert release.wait(30)
         mutate(replay, keys, priorities)
 
-    monkeypatch.setattr(ReplayBuffer, "mutate_priorities", slow_mutate)
+    monkeypatch.setattr(ReverbTable, "update_priorities", slow_mutate)
     source = _source()
     with _writing_priorities(source):
         _fill(source)

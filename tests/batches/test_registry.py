@@ -14,7 +14,7 @@ def test_a_new_kind_of_source_is_one_entry_that_the_driver_builds_by_name(monkey
         needs_seen.append(needs)
         return registry.SOURCES["one_time"].build(needs)
 
-    monkeypatch.setitem(SOURCES, "fresh_twice", Source(type("Twice", (), {}), build))
+    monkeypatch.setitem(SOURCES, "fresh_twice", Source(type("Twice", (), {"wants_back": ()}), build))
     driver = learning_driver(None, exp_replayer="fresh_twice", learn_queue_cap=2)
     try:
         assert len(needs_seen) == 1
@@ -32,3 +32,14 @@ def test_an_unknown_name_lists_every_registered_one(monkeypatch):
     with pytest.raises(ValueError, match=r"^AsyncOffPolicyDriver.exp_replayer must be one of "
                        r"'one_time', 'uniform', 'prioritized', 'n_step', got 'nstep'$"):
         registry.check_name("nstep")
+
+
+def test_a_source_wanting_a_term_the_loss_lacks_is_refused_before_it_is_built(monkeypatch):
+    built = []
+    wanting = type("Wanting", (), {"wants_back": ("td_error", "surprise")})
+    monkeypatch.setitem(SOURCES, "wanting", Source(wanting, built.append))
+    with pytest.raises(ValueError, match=r"^exp_replayer='wanting' wants the per-item loss term "
+                       r"'td_error', 'surprise' back after each update, which CountingPolicy's "
+                       r"loss does not supply \(its item_terms: \(\)\)"):
+        learning_driver(None, exp_replayer="wanting")
+    assert not built

@@ -10,6 +10,7 @@ import pytest
 
 from alf_async.batches.priorities import Priorities
 from alf_async.batches.replay_buffer import ReplayBuffer
+from alf_async.batches.reverb_table import ReverbTable
 from fakes import garbage_collector_off
 from replay_fakes import B, T, counting_unroll as _unroll, unroll_spec as _spec
 
@@ -55,7 +56,7 @@ def test_close_closes_the_sampler_then_not_when_the_garbage_collector_finds_it()
     replay = _replay(replay_ratio=1e6, min_size=T)
     assert replay.insert(_unroll(0), _deadline(10))
     assert replay.sample(_deadline(10)) is not None
-    sampler = weakref.ref(replay._samples)  # pylint: disable=protected-access
+    sampler = weakref.ref(replay.table._samples)  # pylint: disable=protected-access
     with garbage_collector_off():
         replay.close()
         assert sampler() is None
@@ -114,8 +115,8 @@ def test_with_both_sides_running_the_achieved_ratio_is_the_setting():
         thread.join(timeout=5)
         # Reverb counts a window as sampled when its dataset fetches it; the
         # learner saw fewer (the rest were in flight, or dropped at a timeout).
-        client = reverb.Client(replay.address)
-        fetched = client.server_info(timeout=10)[ReplayBuffer.TABLE].rate_limiter_info \
+        client = reverb.Client(replay.table.address)
+        fetched = client.server_info(timeout=10)[ReverbTable.NAME].rate_limiter_info \
             .sample_stats.completed
     finally:
         stop.set()
@@ -133,7 +134,7 @@ class _SampleOnFlush:
     batch, as it may while the writer thread waits for a core."""
 
     def __init__(self, replay):
-        self._writer, self._replay, self.env_steps = replay._writer, replay, []
+        self._writer, self._replay, self.env_steps = replay.table._writer, replay, []
 
     def __getattr__(self, name):
         return getattr(self._writer, name)
@@ -146,7 +147,7 @@ class _SampleOnFlush:
 def test_a_batch_sampled_as_soon_as_its_items_land_counts_their_env_steps():
     replay = _replay(replay_ratio=1e3)
     try:
-        replay._writer = writer = _SampleOnFlush(replay)
+        replay.table._writer = writer = _SampleOnFlush(replay)
         for _ in range(2):
             assert replay.insert(_unroll(0), _deadline(10))
         # Each unroll's T * B steps reach the learner with the first batch that
@@ -302,7 +303,7 @@ def _set_priorities(replay, wanted):
         batch = replay.sample(_deadline(10))
         keys.update(zip(_segment_ids(batch), batch.items.keys))
     segments = sorted(wanted)
-    replay.mutate_priorities(np.array([keys[s] for s in segments], np.uint64),
+    replay.table.update_priorities(np.array([keys[s] for s in segments], np.uint64),
                              np.array([wanted[s] for s in segments]))
     return keys
 

@@ -66,7 +66,8 @@ def test_uniform_replay_batches_are_windows_of_one_sub_env_with_the_settings_rat
      "PrioritizedReplayBatches.priority_replay_alpha=0.5 does not apply to "
      "exp_replayer='uniform'"),
     (dict(exp_replayer="prioritized"),
-     "exp_replayer='prioritized' needs an algorithm with a 'td_error' item term"),
+     "exp_replayer='prioritized' wants the per-item loss term 'td_error' back after each "
+     "update, which CountingPolicy's loss does not supply"),
     (dict(exp_replayer="uniform", deterministic=True, seed=1),
      "deterministic=True needs exp_replayer='one_time'"),
 ])

@@ -275,7 +275,7 @@ def test_importance_weights_scale_the_loss_and_td_errors_come_back_per_column(re
     algo, learner = _learner(strategy, DqnAlgorithm, DQN, **EQUIVALENCE)
     set_weights(algo)
     weights = np.random.default_rng(1).uniform(0.1, 1.0, (Q, B)).astype(np.float32)
-    batch = _batch(2)._replace(weights=tf.constant(weights))
+    batch = _batch(2)._replace(weights=tf.constant(weights), wants_back=("td_error",))
 
     def terms():  # the algorithm's own samples: one per column (window), columns q * B + b
         with strategy.scope():
@@ -295,4 +295,8 @@ def test_importance_weights_scale_the_loss_and_td_errors_come_back_per_column(re
                                rtol=1e-5, atol=1e-6)
     np.testing.assert_array_equal(update.per_item["mask"][0], mask)
     assert not np.allclose(after["td_error"].numpy(), before["td_error"].numpy())
-    assert learner.update(learner.place(_batch(3))).per_item == {}  # no weights: none asked
+    # What comes back is what the batch's source asked for, weights or not.
+    assert learner.update(learner.place(_batch(3))).per_item == {}  # none asked
+    asked = learner.update(learner.place(_batch(4)._replace(wants_back=("td_error",))))
+    assert sorted(asked.per_item) == ["mask", "td_error"]
+    assert asked.per_item["td_error"].shape == (1, Q * B)
