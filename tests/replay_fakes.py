@@ -1,9 +1,12 @@
 """Counting unrolls for replay tests: every value tells its step, column and unroll."""
 
+import time
+
 import numpy as np
 import tensorflow as tf
 from tf_agents.trajectories import time_step as ts
 
+from alf_async.batches.replay_buffer import ReplayBuffer
 from alf_async.experience import Experience, Unroll, make_specs
 
 T, B = 8, 2
@@ -30,3 +33,17 @@ def counting_unroll(first: int, env_id: int = 0, step_type=None) -> Unroll:
     experience = Experience(steps, count[:T].astype(np.int64), -count[:T], (),
                             count[:T].astype(np.int64))
     return Unroll(experience, bootstrap, np.int32(env_id))
+
+
+def replay_buffer(**kwargs) -> ReplayBuffer:
+    """A `ReplayBuffer` of `unroll_spec()` unrolls: small settings, `kwargs` over them."""
+    settings = dict(capacity=10_000, min_size=T, batch_size=64, sequence_length=1,
+                    replay_ratio=4.0, ratio_tolerance=0.1)
+    settings.update(kwargs)
+    return ReplayBuffer(unroll_spec(), **settings)
+
+
+def deadline(seconds: float):
+    """A `should_stop` that turns true `seconds` from now."""
+    end = time.monotonic() + seconds
+    return lambda: time.monotonic() > end
