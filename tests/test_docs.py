@@ -13,6 +13,7 @@ from alf_async.experiments import docs_tables
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+@pytest.mark.slow  # the whole site, as mkdocs builds it
 def test_strict_site_build(tmp_path):
     pytest.importorskip("mkdocs")
     # The console script, as the README runs it (`python -m mkdocs` hides the plugins'

@@ -89,6 +89,7 @@ def test_a_root_dir_removed_after_the_first_event_is_not_made_again(tmp_path):
     assert not root.exists()
 
 
+@pytest.mark.slow  # two training runs end to end
 def test_the_learner_records_its_checkpoints_and_its_resume(tmp_path):
     root = str(tmp_path / "run")
     events.configure(root, "learner")

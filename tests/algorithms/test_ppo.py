@@ -103,7 +103,9 @@ def test_recurrent_learner_starts_sequences_from_the_stored_states():
     zeroed = dict(samples, actor_state=tf.nest.map_structure(tf.zeros_like,
                                                                samples["actor_state"]))
     kl = algo.loss(zeroed)["approx_kl"] * samples["mask"]
-    assert np.abs(kl.numpy()).max() > 1e-3
+    # At least 10x the bound above: the largest was 9.4e-4 to over 1e-3 as the
+    # process's earlier tests moved the initial weights (1e-3 here failed once).
+    assert np.abs(kl.numpy()).max() > 1e-4
 
 
 def test_continuous_actions_stored_unclipped_give_ratio_1_before_the_weights_move():

@@ -1,4 +1,5 @@
-"""`ReplayBuffer`: windows, the replay-ratio limiter, priorities, sequences, settings, and another table behind its interface."""
+"""`ReplayBuffer`: windows, the replay-ratio limiter, priorities, sequences, settings,
+and another table behind its interface."""
 
 import threading
 import time

@@ -65,7 +65,8 @@ def set_weights(algo, seed=0):
 
 
 @pytest.mark.parametrize("algorithm_class, algorithm_kwargs", [
-    (PPOAlgorithm, None), (ImpalaAlgorithm, None),
+    (PPOAlgorithm, None),
+    pytest.param(ImpalaAlgorithm, None, marks=pytest.mark.slow),  # PPO's update, V-trace's targets
     # A recurrent learner on two replicas compiles for ~40 s on 2 cores.
     pytest.param(PPOAlgorithm, LSTM, marks=pytest.mark.slow),
     pytest.param(ImpalaAlgorithm, LSTM, marks=pytest.mark.slow),

@@ -216,6 +216,7 @@ def _loopback(address):
     return address in (_LOOPBACK4, _ANY4) + _LOOPBACK6 or address == "0" * 32
 
 
+@pytest.mark.slow  # each a launch on the module's Ray cluster (5 s to start)
 @pytest.mark.parametrize("flags, line", [
     (['--learner_resources={"GPU": 1}'],
      "Bad setting: --learner_resources={'GPU': 1}: no node of the Ray cluster has them"),
@@ -240,6 +241,7 @@ def _socket_inodes(pid):
     return [link[len("socket:["):-1] for link in links if link.startswith("socket:[")]
 
 
+@pytest.mark.slow
 def test_the_clusters_processes_bind_and_reach_only_127_0_0_1(cluster):
     """Every socket of the Ray processes this module started (the GCS, the raylets, the
     hosts, their agents; not the run's commands), looked at every 0.2 s while the

@@ -99,6 +99,7 @@ for step in range(6):
 """
 
 
+@pytest.mark.slow  # an LSTM policy built, exported and loaded
 def test_exported_recurrent_policy_carries_its_state_like_the_algorithm(tmp_path):
     env = CartPoleBatchedEnv(1, hide_velocity=True)
     algo = PPOAlgorithm(env.time_step_spec(), env.action_spec(), lstm_size=(16,),

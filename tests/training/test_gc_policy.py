@@ -11,10 +11,12 @@ from alf_async.training import gc_policy
 
 @pytest.fixture(autouse=True)
 def restore_gc():
-    """Leaves the test process's collector as it found it."""
-    was_enabled = gc.isenabled()
+    """Leaves the test process's collector as it found it (frozen, by tests/conftest.py)."""
+    was_enabled, was_frozen = gc.isenabled(), gc.get_freeze_count() > 0
     yield
     gc.unfreeze()
+    if was_frozen:
+        gc.freeze()
     if was_enabled:
         gc.enable()
     else:

@@ -181,10 +181,10 @@ def test_ctrl_c_while_importing_is_one_line_and_exit_130(tmp_path):
 
 
 # The CLI turns each kind of bad input into one line and exit 2: a bad gin configuration,
-# a bad setting (every one above; three run outside CI's slow part), a bad flag.
+# a bad setting (every one above; one runs outside CI's slow part), a bad flag.
 _CLI_SETTINGS = [pytest.param(
     [f"--gin_param={b}" for b in bindings] + ([f"--gin_param=train.seed={seed}"] if seed else []),
-    f"Bad setting: .*{message}", marks=() if k in (0, 4) else pytest.mark.slow)
+    f"Bad setting: .*{message}", marks=() if k == 0 else pytest.mark.slow)
     for k, (bindings, seed, message) in enumerate(SETTINGS_ERRORS)]
 
 
