@@ -5,6 +5,7 @@ configuration through it without importing the trainer.
 """
 
 import difflib
+import json
 import logging as std_logging
 import os
 import sys
@@ -20,6 +21,26 @@ from alf_async import quiet
 CONFIG_DIR = "gin_configs"
 # absl's help flags; absl exits 1 after printing the help.
 HELP_FLAGS = ("-?", "--help", "--helpshort", "--helpfull", "--helpxml")
+
+
+def check_tf_config(text: str) -> None:
+    """Raises ValueError naming `--tf_config` unless `text` is TF_CONFIG's JSON of a
+    multi-worker learner: `{"cluster": {"worker": ["HOST:PORT", ...]}, "task":
+    {"type": "worker", "index": i}}` with i one of the workers."""
+    try:
+        value = json.loads(text)
+        workers, task = value["cluster"]["worker"], value["task"]
+        index = task["index"]
+        fine = (isinstance(workers, list) and all(
+            isinstance(w, str) and w.rpartition(":")[2].isdigit() for w in workers)
+            and task.get("type") == "worker" and isinstance(index, int)
+            and 0 <= index < len(workers))
+    except (ValueError, TypeError, KeyError):
+        fine = False
+    if not fine:
+        raise ValueError(f'--tf_config must be TF_CONFIG\'s JSON, {{"cluster": {{"worker": '
+                         f'["HOST:PORT", ...]}}, "task": {{"type": "worker", "index": i}}}} '
+                         f'with i in [0, workers), got {text!r}')
 
 
 def exit_on_bad_flags(check: Callable[[], None]) -> None:

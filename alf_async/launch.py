@@ -20,7 +20,9 @@ With `--backend=ray` the same processes run as Ray actors on a Ray cluster
 (`--address=auto` or HOST:PORT; none: a Ray of its own on this host), placed
 by `--learner_resources` and `--actor_resources` (JSON, e.g. '{"GPU": 1}');
 Ray moves a process whose node is lost and the launch restarts its command
-there (`alf_async.supervision.ray_backend`).
+there (`alf_async.supervision.ray_backend`). With `--learner_workers=N` the
+learner is N worker processes of one MultiWorkerMirroredStrategy, their
+TF_CONFIG built here, each serving its own actors (task i: worker i mod N).
 
 Exit status: the learner's when it finishes (0), 1 when a process's restart
 budget ran out, 2 for a bad setting (here or in a process), 128 + the signal
@@ -35,7 +37,7 @@ from absl import flags, logging
 
 from alf_async import config, events
 from alf_async.supervision.backend import Backend
-from alf_async.supervision.commands import child_specs, free_port, log_dir
+from alf_async.supervision.commands import LearnerWorker, child_specs, free_ports, log_dir
 from alf_async.supervision.local import LocalBackend
 from alf_async.supervision.spare import can_wait_idle
 from alf_async.supervision.supervisor import ChildSpec, RestartPolicy, Supervisor
@@ -45,6 +47,10 @@ flags.DEFINE_string("root_dir", None, "The learner's run directory (as for alf_a
 flags.DEFINE_multi_string("gin_file", [], "Gin config file(s), for the learner and the actors.")
 flags.DEFINE_multi_string("gin_param", [], "Gin bindings, applied last, in every process.")
 flags.DEFINE_integer("actors", 2, "K, the actor processes to run (tasks 0 ... K - 1).")
+flags.DEFINE_integer("learner_workers", 1, "N, the learner's worker processes: one "
+                     "MultiWorkerMirroredStrategy over them (TF_CONFIG built here), each "
+                     "serving its own actors (task i: worker i mod N); on Ray each placed "
+                     "by --learner_resources.")
 flags.DEFINE_integer("port", 0, "The learner's Reverb port on 127.0.0.1 (0: a free one).")
 flags.DEFINE_integer("max_restarts", 5, "Restarts allowed to each process within "
                      "--restart_window_secs; one more and the launch stops (exit status 1).")
@@ -92,6 +98,9 @@ def _check_flags() -> RestartPolicy:
         _resources("learner_resources"), _resources("actor_resources")
         if FLAGS.actors < 1:
             raise ValueError(f"--actors must be >= 1, got {FLAGS.actors}")
+        if not 1 <= FLAGS.learner_workers <= FLAGS.actors:
+            raise ValueError(f"--learner_workers must be in [1, --actors={FLAGS.actors}] "
+                             f"(each worker serves its own actors), got {FLAGS.learner_workers}")
         if not 0 <= FLAGS.port < 65536:
             raise ValueError(f"--port must be in [0, 65535], got {FLAGS.port}")
         config.check_gin_files(FLAGS.gin_file, required=True)
@@ -110,27 +119,40 @@ def _warm_spares() -> bool:
     return warm_spares
 
 
+def _specs(root_dir: str, workers: List[LearnerWorker]) -> List[ChildSpec]:
+    return child_specs(root_dir, FLAGS.gin_file, FLAGS.gin_param, FLAGS.actors, workers,
+                       FLAGS.tf_threads, _warm_spares())
+
+
+def _servers(workers: List[LearnerWorker]) -> str:
+    """Where the learner serves its actors, for the start-up line."""
+    servers = ", ".join(f"{worker.host}:{worker.port}" for worker in workers)
+    return servers if len(workers) == 1 else f"{len(workers)} workers ({servers})"
+
+
 def _local_specs(root_dir: str) -> Tuple[Backend, List[ChildSpec], str]:
-    port = FLAGS.port or free_port()
-    specs = child_specs(root_dir, FLAGS.gin_file, FLAGS.gin_param, FLAGS.actors, port,
-                        FLAGS.tf_threads, _warm_spares())
-    return LocalBackend(), specs, f"127.0.0.1:{port}"
+    count = FLAGS.learner_workers
+    ports = free_ports(2 * count)
+    workers = [LearnerWorker("127.0.0.1", FLAGS.port if not i and FLAGS.port else ports[2 * i],
+                             ports[2 * i + 1]) for i in range(count)]
+    return LocalBackend(), _specs(root_dir, workers), _servers(workers)
 
 
 def _ray_specs(root_dir: str) -> Tuple[Backend, List[ChildSpec], str]:
-    """The Ray backend, connected, with the learner's host placed (its node's address
-    is the actors' server); ValueError for a bad setting."""
+    """The Ray backend, connected, with the learner's hosts placed (each node's
+    address is its actors' server); ValueError for a bad setting."""
     from alf_async.supervision import ray_backend  # pylint: disable=import-outside-toplevel
     backend = ray_backend.RayBackend(FLAGS.address, _resources("learner_resources"),
-                                     _resources("actor_resources"), FLAGS.max_restarts)
+                                     _resources("actor_resources"), FLAGS.max_restarts,
+                                     FLAGS.learner_workers)
     try:
-        host, port = backend.place_learner("learner", root_dir, FLAGS.port)
+        workers = [LearnerWorker(*backend.place_learner(
+            "learner" if not i else f"learner {i}", root_dir, 0 if i else FLAGS.port))
+            for i in range(FLAGS.learner_workers)]
     except ValueError:
         backend.close()
         raise
-    specs = child_specs(root_dir, FLAGS.gin_file, FLAGS.gin_param, FLAGS.actors, port,
-                        FLAGS.tf_threads, _warm_spares(), server_host=host)
-    return backend, specs, f"{host}:{port}"
+    return backend, _specs(root_dir, workers), _servers(workers)
 
 
 def main(argv) -> None:
@@ -139,12 +161,12 @@ def main(argv) -> None:
     try:
         root_dir = _run_dir(FLAGS.root_dir)
         make = _ray_specs if FLAGS.backend == "ray" else _local_specs
-        backend, specs, server = make(root_dir)
+        backend, specs, servers = make(root_dir)
     except ValueError as error:
         logging.error("Bad setting: %s", error)
         sys.exit(2)
     logging.info("launch (%s): a learner on %s and %d actor process(es); actor logs in %s",
-                 backend.name, server, FLAGS.actors, log_dir(root_dir))
+                 backend.name, servers, FLAGS.actors, log_dir(root_dir))
     with SignalStop("stopping every process") as interrupt, events.lifetime(
             root_dir, "launch", "launch"):
         status = Supervisor(specs, policy, backend=backend).run(lambda: interrupt.signum)

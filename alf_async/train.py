@@ -29,6 +29,9 @@ flags.DEFINE_integer("serve_port", None, "Collect with actor processes (python -
 flags.DEFINE_integer("tf_threads", 0, "Threads in each of TensorFlow's two op pools (intra-op "
                      "and inter-op); 0: TensorFlow's choice, all cores. 1 lets several runs "
                      "share the cores side by side without oversubscribing them.")
+flags.DEFINE_string("tf_config", None, "A worker of a multi-worker learner: TF_CONFIG's "
+                    "JSON (the cluster's workers and this one's index), set as TF_CONFIG "
+                    "before TensorFlow starts; the launch's --learner_workers passes it.")
 flags.mark_flag_as_required("root_dir")
 FLAGS = flags.FLAGS
 
@@ -56,6 +59,8 @@ def _check_flags() -> None:
     config.check_gin_files(FLAGS.gin_file, required=True)
     if FLAGS.tf_threads < 0:
         raise ValueError(f"--tf_threads must be >= 0, got {FLAGS.tf_threads}")
+    if FLAGS.tf_config is not None:
+        config.check_tf_config(FLAGS.tf_config)
 
 
 def _set_tf_threads(threads: int) -> None:
@@ -73,6 +78,8 @@ def _set_tf_threads(threads: int) -> None:
 def main(argv) -> None:
     del argv
     config.exit_on_bad_flags(_check_flags)
+    if FLAGS.tf_config is not None:
+        os.environ["TF_CONFIG"] = FLAGS.tf_config  # read when the strategy is made
     logging.info("Imports: %.2f s", warm_up())
     _set_tf_threads(FLAGS.tf_threads)
     try:

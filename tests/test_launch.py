@@ -76,6 +76,8 @@ def _kill(proc, sessions):
 
 @pytest.mark.parametrize("flags, line", [
     (["--actors=0"], "Bad setting: --actors must be >= 1, got 0"),
+    (["--actors=1", "--learner_workers=2"], "Bad setting: --learner_workers must be in "
+     "[1, --actors=1] (each worker serves its own actors), got 2"),
     (["--gin_file=gin_configs/ppo_remot.gin"],
      "Bad setting: --gin_file=gin_configs/ppo_remot.gin does not exist; did you mean "
      "gin_configs/ppo_remote.gin?"),
@@ -201,10 +203,11 @@ def test_the_learners_spare_gets_ready_at_normal_priority_and_the_actors_at_idle
     process of its own: importing the launch defines its flags.)"""
     script = textwrap.dedent(f"""
         import json
-        from alf_async.supervision.commands import child_specs
-        specs = [child_specs({str(tmp_path)!r}, ["ppo_remote.gin"], [], actors=2, port=1,
+        from alf_async.supervision.commands import LearnerWorker, child_specs
+        workers = [LearnerWorker("127.0.0.1", 1)]
+        specs = [child_specs({str(tmp_path)!r}, ["ppo_remote.gin"], [], 2, workers,
                              warm_spares=True),
-                 child_specs({str(tmp_path)!r}, ["ppo_remote.gin"], [], actors=1, port=1)]
+                 child_specs({str(tmp_path)!r}, ["ppo_remote.gin"], [], 1, workers)]
         print(json.dumps([[(s.argv, s.spare_argv) for s in group] for group in specs]))
         """)
     out = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True,
@@ -265,8 +268,8 @@ def test_a_bucket_root_dir_keeps_the_actor_logs_on_each_node_and_the_url_whole(t
     """A bucket cannot be appended to: the actors' logs go to the node's temp dir; the
     URL reaches every process as it is (no local 'gs:' folder made by the launch)."""
     from alf_async.supervision import commands  # pylint: disable=import-outside-toplevel
-    specs = commands.child_specs("gs://bucket/runs/x", [GIN], [], actors=2, port=8000,
-                               server_host="10.0.0.2")
+    specs = commands.child_specs("gs://bucket/runs/x", [GIN], [], actors=2,
+                                 workers=[commands.LearnerWorker("10.0.0.2", 8000)])
     assert [s.log_path for s in specs] == [None] + [
         os.path.join(commands.log_dir("gs://bucket/runs/x"), f"actor_{i}.log") for i in (0, 1)]
     assert commands.log_dir("gs://bucket/runs/x").startswith(tempfile.gettempdir())
@@ -274,3 +277,55 @@ def test_a_bucket_root_dir_keeps_the_actor_logs_on_each_node_and_the_url_whole(t
     assert "--server=10.0.0.2:8000" in specs[2].argv and "--task=1" in specs[2].argv
     assert commands.log_dir(str(tmp_path)) == str(tmp_path / "logs")
     assert not os.path.exists("gs:")
+
+
+def test_a_learner_of_two_workers_is_two_train_commands_each_serving_its_actors(tmp_path):
+    """The chief (the primary, on the console) and worker 1 (its exit 0 its own end, its
+    log a file), each with TF_CONFIG's JSON naming both all-reduce addresses and its
+    index; actor task i dials worker i mod 2."""
+    from alf_async.supervision import commands  # pylint: disable=import-outside-toplevel
+    workers = [commands.LearnerWorker("10.0.0.1", 8000, 9000),
+               commands.LearnerWorker("10.0.0.2", 8001, 9001)]
+    specs = commands.child_specs(str(tmp_path), [GIN], ["train.seed=3"], actors=3,
+                                 workers=workers)
+    assert [s.name for s in specs] == ["learner", "learner 1", "actor 0", "actor 1", "actor 2"]
+    assert [(s.primary, s.finishes) for s in specs[:2]] == [(True, False), (False, True)]
+    assert specs[0].log_path is None
+    assert specs[1].log_path == str(tmp_path / "logs" / "learner_1.log")
+    for index, spec in enumerate(specs[:2]):
+        assert f"--serve_port={8000 + index}" in spec.argv
+        assert "--gin_param=create_strategy.kind='multi_worker'" in spec.argv
+        tf_config = json.loads(next(a for a in spec.argv if a.startswith("--tf_config="))
+                               .split("=", 1)[1])
+        assert tf_config == {"cluster": {"worker": ["10.0.0.1:9000", "10.0.0.2:9001"]},
+                             "task": {"type": "worker", "index": index}}
+    servers = [next(a for a in s.argv if a.startswith("--server=")) for s in specs[2:]]
+    assert servers == ["--server=10.0.0.1:8000", "--server=10.0.0.2:8001",
+                       "--server=10.0.0.1:8000"]
+    one = commands.child_specs(str(tmp_path), [GIN], [], actors=1, workers=workers[:1])
+    assert not any(a.startswith("--tf_config") or "multi_worker" in a for a in one[0].argv)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_a_launch_with_two_learner_workers_trains_them_in_step_to_the_end(tmp_path):
+    """Two learner workers on 127.0.0.1 (one MultiWorkerMirroredStrategy), each fed by
+    its own actor: both end at the same iteration, the chief alone writes the run."""
+    root = tmp_path / "run"
+    proc = _launch(tmp_path, f"--root_dir={root}", f"--gin_file={GIN}", "--actors=2",
+                   "--learner_workers=2", "--warm_spares=false",
+                   "--gin_param=train.num_iterations=6", "--gin_param=train.num_env_steps=None",
+                   "--gin_param=train.stop_at_return=None",
+                   "--gin_param=train.checkpoint_interval=3")
+    try:
+        assert proc.wait(timeout=500) == 0, open(tmp_path / "launch.log").read()[-3000:]
+    finally:
+        _kill(proc, set())
+    chief = open(tmp_path / "launch.log").read()
+    other = open(root / "logs" / "learner_1.log").read()
+    done = [re.search(r"Training done: \{'iteration': (\d+), 'env_steps': (\d+)", log).groups()
+            for log in (chief, other)]
+    assert done[0] == done[1] and done[0][0] == "6", done  # in step: the same counts
+    assert "learner 1 exited" not in chief  # never restarted
+    assert 'model_checkpoint_path: "ckpt-6"' in open(root / "checkpoints" / "checkpoint").read()
+    assert len(os.listdir(root / "train")) == 1  # one event file: the chief's

@@ -91,3 +91,15 @@ def test_a_run_that_fails_at_its_start_leaves_no_root_dir(tmp_path):
         f"--root_dir={kept}", "--gin_file=gin_configs/ppo_async.gin",
         "--gin_param=create_environment.env_name='NoSuchEnv-v0'"], timeout=150)
     assert again.returncode == 2 and kept.is_dir()  # a folder the user made stays
+
+
+@pytest.mark.parametrize("tf_config", [
+    "{not json", '{"cluster": {"worker": ["h:1"]}, "task": {"type": "worker", "index": 1}}',
+    '{"cluster": {"worker": ["h"]}, "task": {"type": "worker", "index": 0}}'])
+def test_a_bad_tf_config_is_one_line_before_tensorflow(tf_config, no_tensorflow, tmp_path):
+    result = command("alf_async.train", [f"--root_dir={tmp_path / 'run'}",
+                                         "--gin_file=gin_configs/ppo_async.gin",
+                                         f"--tf_config={tf_config}"], no_tensorflow)
+    assert result.returncode == 2
+    assert "Bad setting: --tf_config must be TF_CONFIG's JSON" in _one_line(result)
+    assert not (tmp_path / "run").exists()

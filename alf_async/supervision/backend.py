@@ -27,6 +27,8 @@ class ChildSpec:
         argv: its command line.
         log_path: its stdout and stderr are appended here (None: the supervisor's).
         primary: its exit with status 0 ends the group (the learner finished).
+        finishes: its exit with status 0 is its own end: it is not restarted and
+            the others go on (a multi-worker learner's other workers).
         spare_argv: the command line of its warm spare (`alf_async.supervision.spare`),
             started beside the child at idle priority (unless it says
             `--normal_priority`); a restart is then the spare's promotion
@@ -37,6 +39,7 @@ class ChildSpec:
     log_path: Optional[str] = None
     primary: bool = False
     spare_argv: Optional[Sequence[str]] = None
+    finishes: bool = False
 
 
 @runtime_checkable

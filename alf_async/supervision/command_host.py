@@ -18,14 +18,14 @@ order); the output reader is its own thread, behind a lock.
 import collections
 import functools
 import os
-import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import uuid
-from typing import Dict, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
+from alf_async.supervision.commands import free_ports
 from alf_async.supervision.local import LocalProcess, Spares, popen_in_session
 
 _KEPT_LINES = 10_000  # relayed output not yet read, at most (older lines are dropped)
@@ -53,12 +53,10 @@ class CommandHost:
         ip, node_id = ray_node()
         return dict(ip=ip, node_id=node_id, pid=os.getpid(), incarnation=self.incarnation)
 
-    def free_port(self) -> int:
-        """A TCP port that nothing on this node listens on now (all interfaces, as
-        the learner's Reverb server binds)."""
-        with socket.socket() as probe:
-            probe.bind(("", 0))
-            return probe.getsockname()[1]
+    def free_ports(self, count: int = 1) -> List[int]:
+        """`count` different TCP ports that nothing on this node listens on now (all
+        interfaces, as the learner's Reverb server binds)."""
+        return free_ports(count, host="")
 
     def check_writable(self, root_dir: str) -> Optional[str]:
         """None when this node can write `root_dir`, else why not (one line)."""

@@ -3,15 +3,19 @@
 `child_specs()` is what `python -m alf_async.launch` starts, on either backend:
 `python -m alf_async.train --serve_port=PORT` (the primary) and
 `python -m alf_async.actor --server=HOST:PORT --task=i`, each with its warm
-spare's command line (`alf_async.supervision.spare`) where asked.
+spare's command line (`alf_async.supervision.spare`) where asked. A learner of
+N workers (`--learner_workers`) is N train commands, each with `--tf_config`
+naming the N workers' all-reduce addresses and its index, each serving its own
+actors (actor task i: worker i mod N).
 """
 
+import json
 import os
 import re
 import socket
 import sys
 import tempfile
-from typing import List, Optional, Sequence
+from typing import List, NamedTuple, Optional, Sequence
 
 from alf_async.supervision.backend import ChildSpec
 from alf_async.supervision.spare import NORMAL_PRIORITY
@@ -21,11 +25,30 @@ from alf_async.supervision.spare import NORMAL_PRIORITY
 _ACTOR_WAITS = ["ActorProcess.server_timeout_secs=1e9", "ActorProcess.connect_timeout_secs=1e9"]
 
 
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on now."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+class LearnerWorker(NamedTuple):
+    """Where one worker of the learner runs.
+
+    Attributes:
+        host: its node's address, which its actors dial.
+        port: its Reverb server's port (`--serve_port`).
+        collective_port: its all-reduce port (a learner of several workers).
+    """
+    host: str
+    port: int
+    collective_port: int = 0
+
+
+def free_ports(count: int = 1, host: str = "127.0.0.1") -> List[int]:
+    """`count` different TCP ports on `host` ('': all interfaces) that nothing
+    listens on now (held together while they are picked)."""
+    probes = [socket.socket() for _ in range(count)]
+    try:
+        for probe in probes:
+            probe.bind((host, 0))
+        return [probe.getsockname()[1] for probe in probes]
+    finally:
+        for probe in probes:
+            probe.close()
 
 
 def _gin_args(gin_files: Sequence[str], gin_params: Sequence[str]) -> List[str]:
@@ -45,30 +68,53 @@ def _module_spec(name: str, module: str, args: List[str], spare: Optional[str],
 
 
 def child_specs(root_dir: str, gin_files: Sequence[str], gin_params: Sequence[str],
-                actors: int, port: int, tf_threads: int = 0,
-                warm_spares: bool = False, server_host: str = "127.0.0.1") -> List[ChildSpec]:
-    """The learner (primary) and `actors` actor processes serving/using
-    `server_host:port`.
+                actors: int, workers: Sequence[LearnerWorker], tf_threads: int = 0,
+                warm_spares: bool = False) -> List[ChildSpec]:
+    """The learner's workers (the first, the chief, is the primary) and `actors`
+    actor processes, actor task i using worker i mod N's server.
 
-    With `warm_spares`, the learner's spare gets ready (imports, build, the
+    With `warm_spares`, a learner's spare gets ready (imports, build, the
     update run once) at normal priority: training stops while the learner
     is down, and on a loaded machine an idle spare would never be ready.
     The actors' spares wait at idle priority: the other actors feed the
     learner meanwhile.
     """
-    learner = _module_spec("learner", "alf_async.train", [
-        f"--root_dir={root_dir}", f"--serve_port={port}", f"--tf_threads={tf_threads}",
-        *_gin_args(gin_files, gin_params)], "normal" if warm_spares else None, primary=True)
     logs = log_dir(root_dir)
     os.makedirs(logs, exist_ok=True)
-    return [learner] + [
+    learners = [_worker_spec(root_dir, gin_files, gin_params, workers, index, tf_threads,
+                             warm_spares, logs) for index in range(len(workers))]
+    return learners + [
         _module_spec(f"actor {task}", "alf_async.actor", [
-            f"--server={server_host}:{port}", f"--task={task}", f"--root_dir={root_dir}",
-            *_gin_args(gin_files, list(gin_params) + _ACTOR_WAITS)],
+            f"--server={_server(workers[task % len(workers)])}", f"--task={task}",
+            f"--root_dir={root_dir}", *_gin_args(gin_files, list(gin_params) + _ACTOR_WAITS)],
             "idle" if warm_spares else None,
             log_path=os.path.join(logs, f"actor_{task}.log"))
         for task in range(actors)]
 
+
+def _server(worker: LearnerWorker) -> str:
+    return f"{worker.host}:{worker.port}"
+
+
+def _worker_spec(root_dir: str, gin_files: Sequence[str], gin_params: Sequence[str],
+                 workers: Sequence[LearnerWorker], index: int, tf_threads: int,
+                 warm_spares: bool, logs: str) -> ChildSpec:
+    """Worker `index` of the learner: 'learner' (the chief: the primary, on the
+    console) or 'learner i' (its exit 0 is its own end; its log in `logs`)."""
+    args = [f"--root_dir={root_dir}", f"--serve_port={workers[index].port}",
+            f"--tf_threads={tf_threads}"]
+    if len(workers) > 1:
+        cluster = [f"{worker.host}:{worker.collective_port}" for worker in workers]
+        args.append("--tf_config=" + json.dumps(
+            {"cluster": {"worker": cluster}, "task": {"type": "worker", "index": index}}))
+        gin_params = [*gin_params, "create_strategy.kind='multi_worker'"]
+    spare = "normal" if warm_spares else None
+    if not index:
+        return _module_spec("learner", "alf_async.train", args + _gin_args(gin_files, gin_params),
+                            spare, primary=True)
+    return _module_spec(f"learner {index}", "alf_async.train",
+                        args + _gin_args(gin_files, gin_params), spare, finishes=True,
+                        log_path=os.path.join(logs, f"learner_{index}.log"))
 
 
 def log_dir(root_dir: str) -> str:

@@ -145,12 +145,14 @@ class RayBackend:
     name = "ray"
 
     def __init__(self, address: Optional[str], learner_resources: Dict[str, float],
-                 actor_resources: Dict[str, float], max_restarts: int):
+                 actor_resources: Dict[str, float], max_restarts: int,
+                 learner_workers: int = 1):
         """Connects to the cluster at `address` (None: starts a local Ray).
 
         Raises:
-            ValueError: Ray is missing, `address` does not answer, or no node has
-                the learner's or the actors' resources (one line naming the flag).
+            ValueError: Ray is missing, `address` does not answer, or the nodes
+                lack room for the learner's `learner_workers` workers or one
+                actor (one line naming the flag).
         """
         self._ray = import_ray()
         if address:
@@ -162,9 +164,8 @@ class RayBackend:
         self._hosts: Dict[str, object] = {}
         self._host_class = self._ray.remote(CommandHost)
         try:
-            for flag, resources in (("--learner_resources", learner_resources),
-                                    ("--actor_resources", actor_resources)):
-                self._check_resources(flag, resources)
+            self._check_resources("--learner_resources", learner_resources, learner_workers)
+            self._check_resources("--actor_resources", actor_resources, 1)
         except ValueError:
             self.close()
             raise
@@ -181,12 +182,20 @@ class RayBackend:
         self._ray.init(**kwargs, object_store_memory=_LOCAL_OBJECT_STORE_BYTES,
                        _temp_dir=self._temp_dir)
 
-    def _check_resources(self, flag: str, resources: Dict[str, float]) -> None:
+    def _check_resources(self, flag: str, resources: Dict[str, float], count: int) -> None:
+        """Raises ValueError unless the live nodes hold `count` processes of `resources`
+        at once (the learner's workers all run together)."""
         nodes = [node["Resources"] for node in self._ray.nodes() if node["Alive"]]
-        if not any(all(node.get(key, 0) >= amount for key, amount in resources.items())
-                   for node in nodes):
+        fits = lambda node: min([int(node.get(key, 0) // amount) for key, amount
+                                 in resources.items() if amount > 0], default=count)
+        room = sum(fits(node) for node in nodes)
+        if not room:
             raise ValueError(f"{flag}={resources}: no node of the Ray cluster has them "
                              f"(its nodes have {sorted({k for n in nodes for k in n})})")
+        if room < count:
+            raise ValueError(f"{flag}={resources}: the Ray cluster's nodes hold {room} of "
+                             f"them at once, not the --learner_workers={count} that run "
+                             f"together")
 
     def host(self, spec_name: str, primary: bool):
         """The Ray actor that runs `spec_name`'s command (made on first use)."""
@@ -201,15 +210,16 @@ class RayBackend:
         return self._hosts[spec_name]
 
     def place_learner(self, spec_name: str, root_dir: str, port: int) -> tuple:
-        """Places the learner's host; returns its node's (address, port): `port`, or a
-        free one there. Raises ValueError when that node cannot write `root_dir`."""
+        """Places a learner worker's host (by the learner's resources); returns its
+        node's (address, port, all-reduce port): `port` (0: a free one there) and
+        another free one. Raises ValueError when that node cannot write `root_dir`."""
         host = self.host(spec_name, primary=True)
         where = self._ray.get(host.node.remote(), timeout=_CALL_TIMEOUT_SECS)
         error = self._ray.get(host.check_writable.remote(root_dir), timeout=_CALL_TIMEOUT_SECS)
         if error:
             raise ValueError(error)
-        port = port or self._ray.get(host.free_port.remote(), timeout=_CALL_TIMEOUT_SECS)
-        return where["ip"], port
+        free = self._ray.get(host.free_ports.remote(2), timeout=_CALL_TIMEOUT_SECS)
+        return where["ip"], port or free[0], free[1]
 
     def start(self, spec: ChildSpec) -> RayProcess:
         """Starts the command on its host (from the spare the host keeps, if ready)."""

@@ -80,6 +80,7 @@ class Child:
         self.process: Optional[Process] = None
         self.restarts = 0
         self.restart_at: Optional[float] = None  # when a scheduled restart is due
+        self.finished = False  # exited with status 0, and `spec.finishes`
         self._started = 0.0
         self._backoff = policy.backoff_secs
         self._budget = policy.budget()
@@ -127,6 +128,7 @@ class Supervisor:
     naming it, its exit status or signal, and its restart count, unless
     - it is the primary and exited with status 0: the others are stopped and
       `run()` returns 0;
+    - it `finishes` and exited with status 0: it is done, the others go on;
     - it exited with status 2 (a bad setting): everything stops, `run()`
       returns 2;
     - its restart budget is spent: everything stops, `run()` returns 1
@@ -175,6 +177,8 @@ class Supervisor:
         """Starts children whose restart is due; returns the status that ends the run."""
         now = time.monotonic()
         for child in self.children:
+            if child.finished:
+                continue
             if child.restart_at is not None:
                 if now >= child.restart_at:
                     child.start()
@@ -193,6 +197,10 @@ class Supervisor:
             logging.info("launch: %s finished; stopping the others", child.spec.name)
             self._stop_all()
             return 0
+        if child.spec.finishes and returncode == 0:
+            logging.info("launch: %s finished", child.spec.name)
+            child.finished = True
+            return None
         if returncode == BAD_SETTING:
             logging.error("launch: %s exited with status 2 (a bad setting, see its log): "
                           "stopping", child.spec.name)

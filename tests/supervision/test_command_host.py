@@ -83,7 +83,8 @@ def test_a_root_dir_the_node_cannot_write_is_one_line_naming_it(tmp_path):
     else:
         assert error.startswith(f"root_dir='{locked / 'run'}' is not writable on node 127.0.0.1")
     assert CommandHost().check_writable(str(tmp_path / "fine")) is None
-    assert 0 < CommandHost().free_port() < 65536
+    ports = CommandHost().free_ports(3)
+    assert len(set(ports)) == 3 and all(0 < port < 65536 for port in ports)
 
 
 def test_a_restart_on_the_host_promotes_the_spare_it_keeps_ready(tmp_path, monkeypatch):

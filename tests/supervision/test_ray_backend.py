@@ -201,6 +201,31 @@ def test_a_run_outlives_a_killed_actor_worker_a_killed_learner_and_a_lost_node(
         _stop(proc, root)
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(420)
+def test_two_learner_workers_placed_by_ray_train_in_step_each_with_its_actor(
+        tmp_path, cluster):
+    """`--learner_workers=2`: both workers on the learner's node (half its resource
+    each), their TF_CONFIG built by the launch; each serves one actor."""
+    root, log = tmp_path / "run", tmp_path / "launch.log"
+    proc = _launch(tmp_path, cluster, f"--root_dir={root}", f"--gin_file={GIN}", "--actors=2",
+                   "--learner_workers=2", '--learner_resources={"learner": 0.5}',
+                   "--warm_spares=false", "--gin_param=train.num_iterations=6",
+                   "--gin_param=train.num_env_steps=None", "--gin_param=train.stop_at_return=None",
+                   "--gin_param=train.checkpoint_interval=3")
+    try:
+        assert proc.wait(timeout=400) == 0, open(log).read()[-3000:]
+    finally:
+        _stop(proc, root)
+    chief, other = open(log).read(), open(root / "logs" / "learner_1.log").read()
+    assert re.search(r"a learner on 2 workers \(127.0.0.1:\d+, 127.0.0.1:\d+\)", chief)
+    done = [re.search(r"Training done: \{'iteration': (\d+), 'env_steps': (\d+)", text).groups()
+            for text in (chief, other)]
+    assert done[0] == done[1] and done[0][0] == "6", done
+    assert "num_workers = 2" in chief and "learner 1 exited" not in chief
+    assert not _commands(_table(), root)
+
+
 def _sockets():
     """{inode: (local address hex, remote address hex)} of this host's TCP sockets."""
     sockets = {}
@@ -221,7 +246,10 @@ def _loopback(address):
     (['--learner_resources={"GPU": 1}'],
      "Bad setting: --learner_resources={'GPU': 1}: no node of the Ray cluster has them"),
     (['--actor_resources={"tpu": 8}'],
-     "Bad setting: --actor_resources={'tpu': 8}: no node of the Ray cluster has them")])
+     "Bad setting: --actor_resources={'tpu': 8}: no node of the Ray cluster has them"),
+    (["--learner_workers=2"],  # the head node's {"learner": 1} holds one
+     "Bad setting: --learner_resources={'learner': 1}: the Ray cluster's nodes hold 1 of "
+     "them at once, not the --learner_workers=2 that run together")])
 def test_a_resource_no_node_has_is_one_line_and_exit_2(tmp_path, cluster, flags, line):
     proc = _launch(tmp_path, cluster, f"--root_dir={tmp_path / 'run'}", f"--gin_file={GIN}",
                    *flags)

@@ -20,8 +20,9 @@ QUICK = RestartPolicy(max_restarts=2, window_secs=60.0, backoff_secs=0.05,
                       max_backoff_secs=0.2)
 
 
-def _spec(name, ledger, mode, arg="0", primary=False):
-    return ChildSpec(name, [sys.executable, FAKE, str(ledger), mode, arg], primary=primary)
+def _spec(name, ledger, mode, arg="0", primary=False, finishes=False):
+    return ChildSpec(name, [sys.executable, FAKE, str(ledger), mode, arg], primary=primary,
+                     finishes=finishes)
 
 
 def _lines(ledger, word):
@@ -76,6 +77,30 @@ def test_the_primary_finishing_stops_the_others_with_sigterm_and_returns_0(tmp_p
                          _spec("actor 0", ledger, "serve")], QUICK).run(lambda: None)
     assert status == 0
     assert _lines(ledger, "term") == _lines(ledger, "start")
+
+
+def test_a_child_that_finishes_is_done_at_its_exit_0_and_the_others_go_on(tmp_path, caplog):
+    """A multi-worker learner's other worker ends with the chief: not restarted, and
+    its end does not end the run (a failure of it still restarts it)."""
+    caplog.set_level("INFO")
+    worker, learner = tmp_path / "worker", tmp_path / "learner"
+    finished_at = []
+
+    def stop():  # 1 s after the worker's start: ~10 looks at the children
+        if _lines(worker, "start") and not finished_at:
+            finished_at.append(time.monotonic())
+        return signal.SIGTERM if finished_at and time.monotonic() > finished_at[0] + 1 else None
+
+    status = Supervisor([_spec("learner", learner, "serve", primary=True),
+                         _spec("learner 1", worker, "exit", "0", finishes=True)],
+                        QUICK).run(stop)
+    assert status == 128 + signal.SIGTERM  # the run went on until the stop
+    assert len(_lines(worker, "start")) == 1 and len(_lines(learner, "term")) == 1
+    assert caplog.text.count("launch: learner 1 finished") == 1
+    failing = Supervisor([_spec("learner", learner, "serve", primary=True),
+                          _spec("learner 1", worker, "exit", "1", finishes=True)], QUICK)
+    assert failing.run(lambda: None) == 1  # restarted until its budget
+    assert len(_lines(worker, "start")) == 1 + 1 + QUICK.max_restarts
 
 
 def test_a_bad_setting_exit_status_2_is_not_restarted(tmp_path, caplog):
