@@ -120,8 +120,7 @@ def _train_or_exit(run_lib, made_root_dir: bool) -> None:
     except CheckpointWriteError as error:
         logging.error("%s", _first_line(error))
         sys.exit(1)
-    except run_lib.TrainingInterrupted as interrupted:
-        logging.warning("%s", _first_line(interrupted))
+    except run_lib.TrainingInterrupted as interrupted:  # its line was logged at the checkpoint
         sys.exit(128 + interrupted.signum)
 
 

@@ -19,8 +19,8 @@ progress, every kind in turn):
 - node_loss (`--backend=ray` only): the node that holds the actor processes
   is removed and a fresh one added.
 
-With `--backend=ray` the tool starts a Ray cluster of two simulated nodes on
-this host (`ray_cluster.SimulatedCluster`: the learner's node and the
+With `--backend=ray` the tool starts a Ray cluster of simulated nodes on
+this host (`ray_cluster.SimulatedCluster`: a head, the learner's node and the
 actors') and the launch joins it.
 
 `--faults=none` runs the same command without faults (the baseline). The
@@ -79,7 +79,7 @@ def _define_flags() -> None:
     flags.DEFINE_float("target", 475.0, "The average return the run must reach.")
     flags.DEFINE_string("ledger", None, "Where to write the ledger (ROOT_DIR/ledger.json).")
     flags.DEFINE_enum("backend", "local", ["local", "ray"], "The launch's --backend; with "
-                      "ray, on a cluster of two simulated nodes that this tool starts.")
+                      "ray, on a cluster of simulated nodes that this tool starts.")
     flags.mark_flag_as_required("root_dir")
 
 

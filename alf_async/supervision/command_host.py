@@ -82,7 +82,10 @@ class CommandHost:
         if self._process is not None and self._process.poll() is None:
             self._process.kill()  # one command at a time
         self._log_path, self._cwd = log_path, cwd if cwd and os.path.isdir(cwd) else None
-        self._spare_argv = _own_python(spare_argv) if spare_argv else None
+        spare_argv = _own_python(spare_argv) if spare_argv else None
+        if spare_argv != self._spare_argv:  # its spare was made for other arguments
+            self._spares.drop(wait=True)
+        self._spare_argv = spare_argv
         process = self._spares.promote(_NAME)
         promoted = process is not None
         self._process = process or LocalProcess(self._popen(_own_python(argv)))

@@ -26,7 +26,7 @@ import signal
 import socket
 import sys
 import tempfile
-from typing import Dict, Optional
+from typing import Callable, Dict, List, Optional
 
 from absl import logging
 
@@ -74,8 +74,11 @@ class RayProcess:
     """A `backend.Process` run by a `CommandHost` Ray actor; its calls never block
     the supervisor (a pending poll is looked at, not waited for)."""
 
-    def __init__(self, ray, name: str, host, started, relay: bool):
+    def __init__(self, ray, name: str, host, started, relay: bool,
+                 on_node: Callable[[str, str], None]):
+        """`on_node(name, address)` hears where the command runs once it started."""
         self._ray, self._name, self._host, self._relay = ray, name, host, relay
+        self._on_node = on_node
         self._pending_start, self._pending_poll = started, None
         self.pid, self.returncode = 0, None
         self.node, self._incarnation = None, None
@@ -102,6 +105,7 @@ class RayProcess:
                 logging.info("launch: %s runs on node %s %s (pid %d%s)", self._name,
                              where["ip"], self.node[:12], self.pid,
                              ", its warm spare" if where["promoted"] else "")
+                self._on_node(self._name, where["ip"])
             if self._pending_poll is None:
                 self._pending_poll = self._host.poll.remote()
             if not self._ready(self._pending_poll):
@@ -139,6 +143,49 @@ class RayProcess:
             self.wait(10.0)
 
 
+class LearnerAddresses:
+    """Where each learner worker serves now, and which actors dial it.
+
+    An actor's command names the address its worker was placed at
+    (`--server=HOST:PORT`); `current()` rewrites it to the worker's address
+    now, which `moved()` updates when a restarted worker runs on a node of
+    another address (its port stays).
+    """
+
+    def __init__(self):
+        self._placed: Dict[str, str] = {}  # a worker's first "HOST:PORT": its name
+        self._now: Dict[str, str] = {}  # a worker's name: its "HOST:PORT" now
+        self._dialling: Dict[str, str] = {}  # an actor's name: its worker's
+
+    def placed(self, name: str, host: str, port: int) -> None:
+        self._placed[f"{host}:{port}"] = name
+        self._now[name] = f"{host}:{port}"
+
+    def current(self, name: str, argv, spare_argv=None) -> tuple:
+        """Process `name`'s `argv` and `spare_argv` with `--server=` at its worker's
+        address now."""
+        rewrite = lambda args: None if args is None else [self._rewrite(name, a) for a in args]
+        return rewrite(argv), rewrite(spare_argv)
+
+    def _rewrite(self, name: str, arg: str) -> str:
+        worker = arg.startswith("--server=") and self._placed.get(arg[len("--server="):])
+        if not worker:
+            return arg
+        self._dialling[name] = worker
+        return f"--server={self._now[worker]}"
+
+    def moved(self, name: str, host: str) -> List[str]:
+        """Notes that worker `name` runs at `host` now; returns the actors to restart
+        (none unless its address changed)."""
+        if name not in self._now:
+            return []
+        before, _, port = self._now[name].rpartition(":")
+        if before == host:
+            return []
+        self._now[name] = f"{host}:{port}"
+        return [actor for actor, worker in self._dialling.items() if worker == name]
+
+
 class RayBackend:
     """A `backend.Backend` of `CommandHost` Ray actors, one per supervised process."""
 
@@ -162,6 +209,8 @@ class RayBackend:
         self._resources = {True: learner_resources, False: actor_resources}
         self._max_restarts = max_restarts
         self._hosts: Dict[str, object] = {}
+        self._learners = LearnerAddresses()
+        self._processes: Dict[str, RayProcess] = {}
         self._host_class = self._ray.remote(CommandHost)
         try:
             self._check_resources("--learner_resources", learner_resources, learner_workers)
@@ -219,14 +268,29 @@ class RayBackend:
         if error:
             raise ValueError(error)
         free = self._ray.get(host.free_ports.remote(2), timeout=_CALL_TIMEOUT_SECS)
+        self._learners.placed(spec_name, where["ip"], port or free[0])
         return where["ip"], port or free[0], free[1]
 
     def start(self, spec: ChildSpec) -> RayProcess:
-        """Starts the command on its host (from the spare the host keeps, if ready)."""
+        """Starts the command on its host (from the spare the host keeps, if ready);
+        an actor's `--server` is its learner worker's address now."""
         host = self.host(spec.name, spec.primary)
-        started = host.start.remote(list(spec.argv), spec.log_path, os.getcwd(),
-                                    spec.spare_argv)
-        return RayProcess(self._ray, spec.name, host, started, relay=spec.log_path is None)
+        argv, spare_argv = self._learners.current(spec.name, spec.argv, spec.spare_argv)
+        started = host.start.remote(argv, spec.log_path, os.getcwd(), spare_argv)
+        process = RayProcess(self._ray, spec.name, host, started,
+                             relay=spec.log_path is None, on_node=self._on_node)
+        self._processes[spec.name] = process
+        return process
+
+    def _on_node(self, name: str, address: str) -> None:
+        """A learner worker back on a node of another address: its actors, which dial
+        the old one, are stopped (SIGTERM), and their restart dials the new one."""
+        for actor in self._learners.moved(name, address):
+            process = self._processes.get(actor)
+            if process is not None and process.returncode is None:
+                logging.warning("launch: %s now runs at %s; restarting %s to dial it",
+                                name, address, actor)
+                process.signal(signal.SIGTERM)
 
     def tend(self, spec: ChildSpec, running: bool) -> None:
         pass  # each host keeps its own spare ready (`CommandHost.poll`)

@@ -1,12 +1,15 @@
 """A Ray cluster of simulated nodes on this host, for chaos runs and tests.
 
-`SimulatedCluster` starts a head node that holds the learner's resource
-(`{"learner": 1}`) and one node that holds the actors' (`{"actor": K}`),
-each a raylet of its own on 127.0.0.1 (`ray.cluster_utils.Cluster`), under a
-private temp dir. `replace_actor_node()` removes the actors' node and adds a
-fresh one, as a lost machine and its replacement would: Ray moves the actor
-processes' hosts there. A launch joins it with `--backend=ray
---address=ADDRESS` and `LEARNER_RESOURCES`, `ACTOR_RESOURCES`.
+`SimulatedCluster` starts a head node (the GCS, no resources for the run), a
+node that holds the learner's resource (`{"learner": 1}`) and one that holds
+the actors' (`{"actor": K}`), each a raylet of its own under a private temp
+dir (`ray.cluster_utils.Cluster`). Every node but the head has an address of
+its own on the loopback network (127.0.0.2, 127.0.0.3, ...), as machines of
+a cluster would. `replace_actor_node()` and `replace_learner_node()` remove
+a node and add a fresh one with the same resources (at a new address), as a
+lost machine and its replacement would: Ray moves the processes' hosts
+there. A launch joins it with `--backend=ray --address=ADDRESS` and
+`LEARNER_RESOURCES`, `ACTOR_RESOURCES`.
 
 Thread-safety: used from one thread.
 """
@@ -19,13 +22,14 @@ from typing import Tuple
 
 from alf_async.supervision.ray_backend import import_ray
 
+_HOSTS = 64  # node addresses 127.0.0.2 ... 127.0.0.64, the replacements included
 LEARNER_RESOURCES = {"learner": 1}
 ACTOR_RESOURCES = {"actor": 1}
 _NODE_MEMORY = dict(object_store_memory=100 * 1024 * 1024, num_cpus=1)
 
 
 class SimulatedCluster:
-    """A head node with the learner's resource and a node with the actors'."""
+    """A head node, a node with the learner's resource and a node with the actors'."""
 
     def __init__(self, actors: int, temp_dir: str = ""):
         """Starts it; `temp_dir` holds Ray's sockets and logs (default: a new one, removed
@@ -35,29 +39,49 @@ class SimulatedCluster:
         os.makedirs(self.temp_dir, exist_ok=True)
         os.environ["RAY_TMPDIR"] = self.temp_dir  # its address file too, not /tmp/ray's
         import_ray()
+        # The nodes' addresses bypass the closed proxy of `LOCAL_RAY_ENV` (gRPC, so
+        # Reverb, takes http_proxy too, and its no_proxy knows no address ranges).
+        hosts = [f"127.0.0.{i}" for i in range(2, _HOSTS + 1)]
+        os.environ["no_proxy"] = ",".join([os.environ.get("no_proxy", "127.0.0.1"), *hosts])
         from ray.cluster_utils import Cluster  # pylint: disable=import-outside-toplevel
-        self._actors = actors
+        self._actors, self._last_host = actors, 1  # the head's: 127.0.0.1
         self._cluster = Cluster(initialize_head=True, head_node_args=dict(
-            include_dashboard=False, resources=LEARNER_RESOURCES, **_NODE_MEMORY))
-        self.actor_node = self._add_actor_node()
+            include_dashboard=False, **_NODE_MEMORY))
+        self.learner_node = self._add_node(LEARNER_RESOURCES)
+        self.actor_node = self._add_node({"actor": actors})
 
     @property
     def address(self) -> str:
         """The head's GCS address (HOST:PORT), for `--address`."""
         return self._cluster.address
 
-    def _add_actor_node(self):
-        node = self._cluster.add_node(resources={"actor": self._actors}, **_NODE_MEMORY)
+    def _add_node(self, resources: dict):
+        """A node with `resources`, at the next loopback address."""
+        self._last_host += 1
+        if self._last_host > _HOSTS:
+            raise RuntimeError(f"SimulatedCluster: more than {_HOSTS - 1} nodes added")
+        node = self._cluster.add_node(resources=resources, **_NODE_MEMORY,
+                                      node_ip_address=f"127.0.0.{self._last_host}")
         self._cluster.wait_for_nodes()
         return node
+
+    def _replace(self, node, resources: dict):
+        self._cluster.remove_node(node, allow_graceful=False)
+        return self._add_node(resources)
 
     def replace_actor_node(self) -> Tuple[str, str]:
         """Removes the actors' node (its processes killed) and adds another; returns
         their node ids."""
         old = self.actor_node
-        self._cluster.remove_node(old, allow_graceful=False)
-        self.actor_node = self._add_actor_node()
+        self.actor_node = self._replace(old, {"actor": self._actors})
         return old.node_id, self.actor_node.node_id
+
+    def replace_learner_node(self) -> Tuple[str, str]:
+        """Removes the learner's node (its processes killed) and adds another at a new
+        address; returns their addresses."""
+        old = self.learner_node
+        self.learner_node = self._replace(old, LEARNER_RESOURCES)
+        return old.node_ip_address, self.learner_node.node_ip_address
 
     def launch_flags(self) -> list:
         """The launch's flags that join this cluster."""

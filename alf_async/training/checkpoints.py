@@ -154,13 +154,19 @@ def save(manager: tf.train.CheckpointManager, counters: Counters) -> str:
 
 
 def save_and_export(manager: tf.train.CheckpointManager, counters: Counters, algorithm,
-                    root_dir: str, worker: int) -> None:
+                    root_dir: str, worker: int, said_when_saved: str = "") -> None:
     """The final checkpoint; the chief exports the policy, other workers drop theirs.
+
+    `said_when_saved` (a stop by signal's line) is logged as soon as the
+    checkpoint is written, before the export: a supervisor's stop grace may
+    end during the export, which then leaves the previous policy whole.
 
     Raises:
         CheckpointWriteError: the checkpoint could not be written.
     """
     save(manager, counters)
+    if said_when_saved:
+        logging.warning("%s", said_when_saved)
     if worker == 0:
         export_policy(algorithm, root_dir)
     else:

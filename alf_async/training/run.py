@@ -24,7 +24,8 @@ from alf_async.training.loop import (Budget, HookSettings, Hooks, Progress, Stop
 
 
 class TrainingInterrupted(Exception):
-    """SIGINT or SIGTERM stopped training; a checkpoint was written first."""
+    """SIGINT or SIGTERM stopped training; a checkpoint was written first (and its
+    message logged then)."""
 
     def __init__(self, signum: int, iteration: int):
         super().__init__(f"Interrupted by {signal.Signals(signum).name} at iteration "
@@ -208,13 +209,15 @@ def train(root_dir: str,
         timeline.mark("training")
         progress.sync()
         counters.keep_episodes(driver.stats.recent())
-        checkpoints.save_and_export(manager, counters, algorithm, root_dir, worker)
+        stopped = interrupt.signum and TrainingInterrupted(interrupt.signum, int(counters.iteration))
+        checkpoints.save_and_export(manager, counters, algorithm, root_dir, worker,
+                                    said_when_saved=str(stopped or ""))
         writer.flush()
         timeline.mark("checkpoint and export")
         timeline.log()
         result = _result(driver, learner, counters, progress)
-        if interrupt.signum is not None:
-            raise TrainingInterrupted(interrupt.signum, result["iteration"])
+        if stopped:
+            raise stopped
         if worker == 0:
             checkpoints.write_result(root_dir, result)
     logging.info("Training done: %s", result)

@@ -110,6 +110,14 @@ def test_a_restart_on_the_host_promotes_the_spare_it_keeps_ready(tmp_path, monke
         _poll_until(host, lambda s: ledger.exists() and str(spare) in ledger.read_text())
         _poll_until(host, lambda s: "command" in host._spares.waiting)  # and a new spare waits
         pids.append(host._spares.waiting["command"].pid)  # pylint: disable=protected-access
+        # A restart with other arguments (an actor dialling a learner that moved) does
+        # not promote the spare made for the old ones: it starts cold, with the new.
+        other = [*spare_argv[:-1], "exit"]
+        cold = host.start([sys.executable, FAKE, str(ledger), "serve", "7"],
+                          str(tmp_path / "a.log"), spare_argv=other)
+        pids.append(cold["command_pid"])
+        assert not cold["promoted"] and cold["command_pid"] != pids[-2]
+        assert host._spares.waiting == {}  # pylint: disable=protected-access
         host.drop_spare()
         assert host._spares.waiting == {}  # pylint: disable=protected-access
     finally:

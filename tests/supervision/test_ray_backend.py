@@ -1,7 +1,8 @@
 """The launch on a Ray cluster (`--backend=ray`), on simulated nodes of one host.
 
-One Ray per module: a `SimulatedCluster` (a head node with the learner's resource,
-a node with the actors') that every test here joins. Its processes must bind and
+One Ray per module: a `SimulatedCluster` (a head node, a node with the learner's
+resource, a node with the actors', each at its own 127.0.0.N) that the tests here
+that need a cluster join. Its processes must bind and
 reach 127.0.0.1 only. Every wait is bounded; every command process is killed by
 its PID in a `finally`, and the cluster is shut down (never `ray stop`).
 """
@@ -17,12 +18,13 @@ import time
 import pytest
 
 from alf_async import events
+from alf_async.supervision.ray_backend import LearnerAddresses
 from alf_async.supervision.ray_cluster import SimulatedCluster
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 GIN = "gin_configs/ppo_chaos.gin"
-_LOOPBACK4, _ANY4 = "0100007F", "00000000"
-_LOOPBACK6 = ("00000000000000000000000001000000", "0000000000000000FFFF00000100007F")
+_ANY4 = "00000000"
+_LOOPBACK6 = "00000000000000000000000001000000"  # ::1
 
 
 class SocketWatch(threading.Thread):
@@ -218,12 +220,60 @@ def test_two_learner_workers_placed_by_ray_train_in_step_each_with_its_actor(
     finally:
         _stop(proc, root)
     chief, other = open(log).read(), open(root / "logs" / "learner_1.log").read()
-    assert re.search(r"a learner on 2 workers \(127.0.0.1:\d+, 127.0.0.1:\d+\)", chief)
+    assert re.search(r"a learner on 2 workers \((127\.0\.0\.\d+):\d+, \1:\d+\)", chief)
     done = [re.search(r"Training done: \{'iteration': (\d+), 'env_steps': (\d+)", text).groups()
             for text in (chief, other)]
     assert done[0] == done[1] and done[0][0] == "6", done
     assert "num_workers = 2" in chief and "learner 1 exited" not in chief
     assert not _commands(_table(), root)
+
+
+def test_an_actors_server_follows_its_learner_worker_to_a_new_address():
+    addresses = LearnerAddresses()
+    addresses.placed("learner", "10.0.0.1", 8000)
+    addresses.placed("learner 1", "10.0.0.2", 8000)
+    argv = ["python", "-m", "alf_async.actor", "--server=10.0.0.1:8000", "--task=0"]
+    spare = ["python", "-m", "alf_async.supervision.spare", *argv[2:]]
+    assert addresses.current("actor 0", argv, spare) == (argv, spare)
+    addresses.current("actor 1", ["--server=10.0.0.2:8000"])
+    assert addresses.moved("learner", "10.0.0.1") == []  # restarted where it was
+    assert addresses.moved("actor 0", "10.0.0.9") == []  # not a learner worker
+    assert addresses.moved("learner", "10.0.0.7") == ["actor 0"]  # moved: its actors
+    now, now_spare = addresses.current("actor 0", argv, spare)
+    assert now[3] == now_spare[4] == "--server=10.0.0.7:8000" and now[4] == "--task=0"
+    assert addresses.current("actor 1", ["--server=10.0.0.2:8000"])[0] == [
+        "--server=10.0.0.2:8000"]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(420)
+def test_the_learners_node_lost_its_actors_follow_it_to_its_new_address(tmp_path, cluster):
+    """The learner's node removed and another added at a new address: Ray restarts the
+    learner's host there, it resumes from its checkpoint, and the launch restarts the
+    actors dialling its new address (their old one names a node that is gone)."""
+    root, log = tmp_path / "run", tmp_path / "launch.log"
+    proc = _launch(tmp_path, cluster, f"--root_dir={root}", f"--gin_file={GIN}", "--actors=2",
+                   "--gin_param=train.stop_at_return=None",
+                   "--gin_param=train.num_env_steps=100000000")
+    try:
+        _wait_for(log, r"checkpoints.py.*[Ss]aved|iteration [1-9]\d+ \|", proc, 240)
+        before = max(_progress(open(log).read()))
+        mark = len(open(log).read())
+        old, new = cluster.replace_learner_node()
+        _wait_for(log, rf"launch: learner runs on node {re.escape(new)} ", proc, 120, mark)
+        for task in (0, 1):
+            _wait_for(log, rf"launch: learner now runs at {re.escape(new)}; restarting "
+                           rf"actor {task} to dial it", proc, 60, mark)
+        _wait_for(log, r"Resumed from .*ckpt-\d+", proc, 120, mark)
+        deadline = time.monotonic() + 150
+        while max(_progress(open(log).read()[mark:]), default=0) <= before:
+            assert time.monotonic() < deadline and proc.poll() is None, open(log).read()[-3000:]
+            time.sleep(0.5)
+        servers = {re.search(r"--server=(\S+)", cmd).group(1)
+                   for cmd in _commands(_table(), root).values() if "alf_async.actor" in cmd}
+        assert servers and {s.rpartition(":")[0] for s in servers} == {new}, (old, servers)
+    finally:
+        _stop(proc, root)
 
 
 def _sockets():
@@ -238,7 +288,11 @@ def _sockets():
 
 
 def _loopback(address):
-    return address in (_LOOPBACK4, _ANY4) + _LOOPBACK6 or address == "0" * 32
+    """127.0.0.0/8 (the simulated nodes' addresses; IPv4 or mapped into IPv6), ::1,
+    unbound IPv6."""
+    mapped = address.startswith("0000000000000000FFFF0000") and len(address) == 32
+    return (address.endswith("7F") and (len(address) == 8 or mapped)  # 127.x, little-endian
+            or address in (_ANY4, _LOOPBACK6, "0" * 32))
 
 
 @pytest.mark.slow  # each a launch on the module's Ray cluster (5 s to start)

@@ -82,7 +82,7 @@ def test_the_primary_finishing_stops_the_others_with_sigterm_and_returns_0(tmp_p
 def test_a_child_that_finishes_is_done_at_its_exit_0_and_the_others_go_on(tmp_path, caplog):
     """A multi-worker learner's other worker ends with the chief: not restarted, and
     its end does not end the run (a failure of it still restarts it)."""
-    caplog.set_level("INFO")
+    caplog.set_level("INFO", logger="absl")  # an earlier test may have set absl to WARNING
     worker, learner = tmp_path / "worker", tmp_path / "learner"
     finished_at = []
 
