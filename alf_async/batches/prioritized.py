@@ -9,8 +9,7 @@ import tensorflow as tf
 from absl import logging
 
 from alf_async.algorithms.contract import per_item_terms
-from alf_async.batches.priorities import Priorities
-from alf_async.batches.priority_updates import PriorityUpdates, PriorityWriterThread
+from alf_async.batches.priorities import Priorities, PriorityUpdates, PriorityWriterThread
 from alf_async.batches.segments import Segment
 from alf_async.batches.uniform import UniformReplayBatches
 from alf_async.experience import LearnBatch

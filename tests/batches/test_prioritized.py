@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from alf_async.batches.priority_updates import PriorityWriterThread
+from alf_async.batches.priorities import PriorityWriterThread
 from alf_async.batches.prioritized import PrioritizedReplayBatches
 from alf_async.batches.replay_buffer import ReplayBuffer
 from alf_async.batches.reverb_table import ReverbTable

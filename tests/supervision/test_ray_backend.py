@@ -137,14 +137,28 @@ def _progress(log):
     return [int(n) for n in re.findall(r"iteration \d+ \| env steps (\d+)", log)]
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(420)
-def test_a_run_outlives_a_killed_actor_worker_a_killed_learner_and_a_lost_node(
-        tmp_path, cluster):
+def _endless_run(tmp_path, cluster):
+    """A launch on the cluster with 2 actors that trains until stopped: (root, log, proc)."""
     root, log = tmp_path / "run", tmp_path / "launch.log"
     proc = _launch(tmp_path, cluster, f"--root_dir={root}", f"--gin_file={GIN}", "--actors=2",
                    "--gin_param=train.stop_at_return=None",
                    "--gin_param=train.num_env_steps=100000000")
+    return root, log, proc
+
+
+def _wait_past(log, env_steps, proc, start, timeout):
+    """Until a progress line past offset `start` reports more than `env_steps`."""
+    deadline = time.monotonic() + timeout
+    while max(_progress(open(log).read()[start:]), default=0) <= env_steps:
+        assert time.monotonic() < deadline and proc.poll() is None, open(log).read()[-3000:]
+        time.sleep(0.5)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(420)
+def test_a_run_outlives_a_killed_actor_worker_a_killed_learner_and_a_lost_node(
+        tmp_path, cluster):
+    root, log, proc = _endless_run(tmp_path, cluster)
     try:
         _wait_for(log, r"iteration \d+ \| env steps", proc, 240)
         # 1. The Ray worker that hosts actor 0, SIGKILLed: Ray restarts it, the actor runs again.
@@ -176,10 +190,7 @@ def test_a_run_outlives_a_killed_actor_worker_a_killed_learner_and_a_lost_node(
                               mark)
             assert new.startswith(moved.group(1)) and not old.startswith(moved.group(1))
         # ... and training goes on with them, past the env steps before the learner's kill.
-        deadline = time.monotonic() + 120
-        while max(_progress(open(log).read()[mark:]), default=0) <= before:
-            assert time.monotonic() < deadline and proc.poll() is None, open(log).read()[-3000:]
-            time.sleep(0.5)
+        _wait_past(log, before, proc, mark, 120)
         # 4. Ctrl-C: the learner checkpoints, exit 130 within 10 s, no command left.
         sessions = _sessions(root, _table())
         start = time.monotonic()
@@ -251,10 +262,7 @@ def test_the_learners_node_lost_its_actors_follow_it_to_its_new_address(tmp_path
     """The learner's node removed and another added at a new address: Ray restarts the
     learner's host there, it resumes from its checkpoint, and the launch restarts the
     actors dialling its new address (their old one names a node that is gone)."""
-    root, log = tmp_path / "run", tmp_path / "launch.log"
-    proc = _launch(tmp_path, cluster, f"--root_dir={root}", f"--gin_file={GIN}", "--actors=2",
-                   "--gin_param=train.stop_at_return=None",
-                   "--gin_param=train.num_env_steps=100000000")
+    root, log, proc = _endless_run(tmp_path, cluster)
     try:
         _wait_for(log, r"checkpoints.py.*[Ss]aved|iteration [1-9]\d+ \|", proc, 240)
         before = max(_progress(open(log).read()))
@@ -265,10 +273,7 @@ def test_the_learners_node_lost_its_actors_follow_it_to_its_new_address(tmp_path
             _wait_for(log, rf"launch: learner now runs at {re.escape(new)}; restarting "
                            rf"actor {task} to dial it", proc, 60, mark)
         _wait_for(log, r"Resumed from .*ckpt-\d+", proc, 120, mark)
-        deadline = time.monotonic() + 150
-        while max(_progress(open(log).read()[mark:]), default=0) <= before:
-            assert time.monotonic() < deadline and proc.poll() is None, open(log).read()[-3000:]
-            time.sleep(0.5)
+        _wait_past(log, before, proc, mark, 150)
         servers = {re.search(r"--server=(\S+)", cmd).group(1)
                    for cmd in _commands(_table(), root).values() if "alf_async.actor" in cmd}
         assert servers and {s.rpartition(":")[0] for s in servers} == {new}, (old, servers)
