@@ -59,6 +59,12 @@ flags.DEFINE_integer("tf_threads", 0, "The learner's --tf_threads.")
 flags.DEFINE_bool("warm_spares", True, "Keep a warm spare of every process (imports done; "
                   "the learner's also built and its update run once) that a restart "
                   "promotes instead of starting cold.")
+flags.DEFINE_integer("learner_spares", 1, "With --warm_spares, the learner's spares kept "
+                     "ready (each built, at normal priority, one after the other): 2 covers "
+                     "learner faults that come sooner than a spare gets ready (~9 s on a "
+                     "busy 2-core machine), at the memory of one more built learner.")
+flags.DEFINE_integer("actor_spares", 1, "With --warm_spares, each actor's spares kept "
+                     "ready (0 or 1; imports only, at idle priority).")
 flags.DEFINE_enum("backend", "local", ["local", "ray"], "Where the processes run: "
                   "subprocesses of this launch, or Ray actors on a Ray cluster.")
 flags.DEFINE_string("address", None, "--backend=ray: the cluster to join ('auto' or "
@@ -101,6 +107,11 @@ def _check_flags() -> RestartPolicy:
         if not 1 <= FLAGS.learner_workers <= FLAGS.actors:
             raise ValueError(f"--learner_workers must be in [1, --actors={FLAGS.actors}] "
                              f"(each worker serves its own actors), got {FLAGS.learner_workers}")
+        if FLAGS.learner_spares < 1:
+            raise ValueError(f"--learner_spares must be >= 1 (--nowarm_spares: none), got "
+                             f"{FLAGS.learner_spares}")
+        if FLAGS.actor_spares not in (0, 1):
+            raise ValueError(f"--actor_spares must be 0 or 1, got {FLAGS.actor_spares}")
         if not 0 <= FLAGS.port < 65536:
             raise ValueError(f"--port must be in [0, 65535], got {FLAGS.port}")
         config.check_gin_files(FLAGS.gin_file, required=True)
@@ -121,7 +132,8 @@ def _warm_spares() -> bool:
 
 def _specs(root_dir: str, workers: List[LearnerWorker]) -> List[ChildSpec]:
     return child_specs(root_dir, FLAGS.gin_file, FLAGS.gin_param, FLAGS.actors, workers,
-                       FLAGS.tf_threads, _warm_spares())
+                       FLAGS.tf_threads, _warm_spares(), FLAGS.learner_spares,
+                       FLAGS.actor_spares)
 
 
 def _servers(workers: List[LearnerWorker]) -> str:

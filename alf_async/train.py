@@ -120,7 +120,9 @@ def _train_or_exit(run_lib, made_root_dir: bool) -> None:
     except CheckpointWriteError as error:
         logging.error("%s", _first_line(error))
         sys.exit(1)
-    except run_lib.TrainingInterrupted as interrupted:  # its line was logged at the checkpoint
+    except run_lib.TrainingInterrupted as interrupted:  # logged at the checkpoint if saved
+        if not interrupted.saved:
+            logging.warning("%s", interrupted)
         sys.exit(128 + interrupted.signum)
 
 

@@ -82,6 +82,8 @@ def _kill(proc, sessions):
      "Bad setting: --gin_file=gin_configs/ppo_remot.gin does not exist; did you mean "
      "gin_configs/ppo_remote.gin?"),
     (["--max_restarts=-1"], "Bad setting: --max_restarts must be >= 0, got -1"),
+    (["--learner_spares=0"], "Bad setting: --learner_spares must be >= 1 (--nowarm_spares: "
+                             "none), got 0"),
     (["--port=70000"], "Bad setting: --port must be in [0, 65535], got 70000"),
     (["--address=auto"], "Bad setting: --address needs --backend=ray"),
     (["--backend=ray", "--learner_resources=GPU"],
@@ -206,19 +208,22 @@ def test_the_learners_spare_gets_ready_at_normal_priority_and_the_actors_at_idle
         from alf_async.supervision.commands import LearnerWorker, child_specs
         workers = [LearnerWorker("127.0.0.1", 1)]
         specs = [child_specs({str(tmp_path)!r}, ["ppo_remote.gin"], [], 2, workers,
-                             warm_spares=True),
+                             warm_spares=True, learner_spares=2),
                  child_specs({str(tmp_path)!r}, ["ppo_remote.gin"], [], 1, workers)]
-        print(json.dumps([[(s.argv, s.spare_argv) for s in group] for group in specs]))
+        print(json.dumps([[(s.argv, s.spare_argv, s.spares) for s in group]
+                          for group in specs]))
         """)
     out = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True,
                          text=True, timeout=120)
     (warm, bare) = json.loads(out.stdout.strip().splitlines()[-1])
-    (learner_argv, learner_spare), *actors = warm
+    (learner_argv, learner_spare, learner_spares), *actors = warm
     assert learner_spare[2:5] == ["alf_async.supervision.spare", NORMAL_PRIORITY, "alf_async.train"]
     assert learner_spare[5:] == learner_argv[3:]
-    for _, actor_spare in actors:
+    assert learner_spares == 2  # the learner keeps the spares asked; each actor one
+    for _, actor_spare, actor_spares in actors:
         assert actor_spare[2:4] == ["alf_async.supervision.spare", "alf_async.actor"]
-    assert [spare for _, spare in bare] == [None, None]
+        assert actor_spares == 1
+    assert [spare for _, spare, _ in bare] == [None, None]
 
 
 def _descendants(pid):

@@ -1,10 +1,11 @@
 """The launch's backends side by side: start time, restart times and memory.
 
-    python tools/backend_restarts.py --configs=local,local:cold,ray,ray:cold --repeats=2
+    python tools/backend_restarts.py --configs=local,local:actor_spares=0 --repeats=3
 
-For each config (a backend, `:cold` for `--warm_spares=false`), runs
-`python -m alf_async.launch` (`ppo_chaos.gin`, 2 actor processes; `ray` with a
-Ray of its own on this host) and measures, per repeat:
+For each config (a backend, then launch flags: `ray:warm_spares=false`,
+`local:actor_spares=0:learner_spares=2`), runs `python -m alf_async.launch`
+(`ppo_chaos.gin`, 2 actor processes; `ray` with a Ray of its own on this host)
+and measures, per repeat:
 
 - `start_s`: from the command to the learner's first progress line;
 - `memory_mib`: the resident memory of every process below the launch (the
@@ -44,7 +45,7 @@ def _define_flags() -> None:
     """The tool's flags (defined when run, not when imported: the tests import it
     beside other tools)."""
     flags.DEFINE_list("configs", ["local", "ray"], "The launch's --backend values to "
-                      "compare, each with ':cold' for --warm_spares=false.")
+                      "compare, each followed by launch flags ':FLAG=VALUE'.")
     flags.DEFINE_integer("repeats", 1, "Runs per config (alternating configs).")
 
 _PROGRESS = r"iteration \d+ \| env steps"
@@ -95,10 +96,9 @@ def _memory(launch_pid: int) -> Dict[str, float]:
 def measure(config: str, root: str) -> Dict[str, float]:
     """One run of the launch with `config` in `root`, with its two faults."""
     log = os.path.join(root, "launch.log")
-    backend, _, cold = config.partition(":")
+    backend, *settings = config.split(":")
     command = [sys.executable, "-m", "alf_async.launch", f"--backend={backend}",
-               f"--warm_spares={not cold}",
-               f"--root_dir={root}", "--actors=2", "--gin_file=gin_configs/ppo_chaos.gin",
+               *[f"--{setting}" for setting in settings], f"--root_dir={root}", "--actors=2", "--gin_file=gin_configs/ppo_chaos.gin",
                "--gin_param=train.stop_at_return=None",
                "--gin_param=train.num_env_steps=100000000"]
     start = time.monotonic()

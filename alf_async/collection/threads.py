@@ -126,17 +126,27 @@ class EnvThread(DriverThread):
         self._env.close()
 
     def _restart_env(self) -> None:
-        logging.warning("%s: env raised %r; replacing it with a new one", self.name,
-                        self._env_error)
-        events.emit("env_exception_survived", env=self.name, error=repr(self._env_error))
+        """Replaces the env that raised. A replacement that fails while it is made (its
+        worker killed as it starts) is an env error too: made again, within the
+        restart budget."""
         try:
             self._env.close()
         except Exception:  # pylint: disable=broad-except
             logging.exception("%s: closing the failed env raised too", self.name)
-        self._env_error = None  # from here on, an error is the new env's (or its factory's)
-        self._env = self._env_factory(int(self._env_id))
+        while True:
+            logging.warning("%s: env raised %r; replacing it with a new one", self.name,
+                            self._env_error)
+            events.emit("env_exception_survived", env=self.name, error=repr(self._env_error))
+            self._env_error = None  # from here on, an error is the new env's
+            self.num_restarts += 1
+            try:
+                self._env = self._env_factory(int(self._env_id))
+                break
+            except Exception as error:  # pylint: disable=broad-except
+                self._env_error = error
+                if not self._may_restart():
+                    raise
         self._carry = None  # reset the env and the policy state; drop the partial unroll
-        self.num_restarts += 1
 
     def _fail(self, error: Exception) -> None:
         # An env error reaches here wrapped by tf.numpy_function: report the original.

@@ -187,7 +187,7 @@ class WorkerSubEnvs:
         """
         k = num_envs // num_workers
         self._num_envs = num_envs
-        self._vector = AsyncVectorEnv(
+        self._vector = _WorkersKilledOnFailure(
             [functools.partial(_GroupEnv, env_name, k, seeds[w * k:(w + 1) * k])
              for w in range(num_workers)],
             observation_space=group_observation_space(observation_space, k),
@@ -242,6 +242,20 @@ class WorkerSubEnvs:
         for pipe in self._vector.parent_pipes:
             pipe.close()
         self._vector.closed = True
+
+
+class _WorkersKilledOnFailure(AsyncVectorEnv):
+    """`AsyncVectorEnv` whose construction, when it fails after the workers started
+    (one killed while it makes its env), kills the others: they ignore SIGTERM, so
+    multiprocessing's exit would wait on them forever (an actor process that hung
+    at its exit)."""
+
+    def _check_spaces(self):
+        try:
+            return super()._check_spaces()
+        except BaseException:
+            _kill(self.processes)
+            raise
 
 
 def _kill(processes: List[multiprocessing.Process], owner: Optional[int] = None) -> None:

@@ -42,14 +42,15 @@ def _cell_medians(experiment: Dict, figure) -> Dict[str, Optional[float]]:
             for cell in experiment["cells"] if all(s.get("ledger") for s in cell["seeds"])}
 
 
-def _medians_line(experiment: Dict, baseline: Optional[str], figure, what: str) -> str:
-    """'Median wall seconds WHAT: cell: m s (r x baseline); ...'."""
+def _medians_line(experiment: Dict, baseline: Optional[str], figure, what: str,
+                  label: str = "Median wall seconds") -> str:
+    """'LABEL WHAT: cell: m s (r x baseline); ...'."""
     medians = _cell_medians(experiment, figure)
     base = medians.get(baseline)
     parts = [f"{name}: {'—' if m is None else f'{m:.1f}'} s" + (
         f" ({m / base:.2f}x {baseline})" if base and m and name != baseline else "")
         for name, m in medians.items()]
-    return f"Median wall seconds {what}: " + "; ".join(parts) + "."
+    return f"{label} {what}: " + "; ".join(parts) + "."
 
 
 def _faults(ledger: Dict) -> str:
@@ -72,7 +73,9 @@ def _row(cell: str, seed: Dict) -> str:
     reached = ledger.get("reached")
     wall = "—" if not reached else f"{reached['wall_seconds']:.1f} ({reached['env_steps']:,})"
     zeros = ", ".join(str(ledger[k]) for k in ZEROS)
-    return (f"| {cell} | {seed['seed']} | {ledger['wall_seconds']:.1f} | {wall} | "
+    cpu = ledger.get("cpu_seconds")  # none in a ledger of before it was counted
+    return (f"| {cell} | {seed['seed']} | {ledger['wall_seconds']:.1f} | "
+            f"{'—' if cpu is None else f'{cpu:.0f}'} | {wall} | "
             f"{_faults(ledger)} | {_restarts(ledger)} | "
             f"{ledger['seconds_lost']:.1f} | {zeros} | {ledger['longest_stop_secs']:.1f} |")
 
@@ -84,15 +87,19 @@ def chaos_table(experiment: Dict) -> str:
     medians = _cell_medians(experiment, wall_seconds_to_target)
     if not medians:
         return ""
-    rows = ["| cell | seed | wall s | wall s to target (env steps) | faults (outside, of "
+    rows = ["| cell | seed | wall s | CPU s (machine) | wall s to target (env steps) | faults (outside, of "
             "scheduled; env exceptions) | restarts (learner, actors; env rebuilds) | s without training "
             "after learner restarts | processes left, unreadable checkpoints, duplicated "
-            "unrolls, hangs | longest stop s |", "|---|---:|---:|---:|---|---|---:|---|---:|"]
+            "unrolls, hangs | longest stop s |", "|---|---:|---:|---:|---:|---|---|---:|---|---:|"]
     rows += [_row(cell["name"], seed) for cell in experiment["cells"] if cell["name"] in medians
              for seed in cell["seeds"]]
     baseline = next((c["name"] for c in experiment["cells"] if c["name"] in medians
                      and not any(s["ledger"]["faults"] for s in c["seeds"])), None)
-    return "\n".join(rows + ["", _medians_line(
+    lines = rows + ["", _medians_line(
         experiment, baseline, lambda ledger: ledger["wall_seconds"], "of the whole command"),
         "", _medians_line(experiment, baseline, wall_seconds_to_target,
-                          "from the command to the target")])
+                          "from the command to the target")]
+    if any(_cell_medians(experiment, lambda ledger: ledger.get("cpu_seconds")).values()):
+        lines += ["", _medians_line(experiment, baseline, lambda ledger: ledger.get(
+            "cpu_seconds"), "the machine's cores were busy", label="Median CPU seconds")]
+    return "\n".join(lines)

@@ -140,9 +140,9 @@ class UnrollReaderThread(DriverThread):
         self._queues.log(unroll)
 
     def close_sampler(self) -> None:
-        """Closes the sampler now (the thread has ended, the server stopped), not when
-        the garbage collector finds it: its destructor waits for its worker while
-        holding the GIL, which stalls every Python thread of the process."""
+        """Closes the sampler now (the thread has ended; `ReverbService` fed its reads
+        ahead), not when the garbage collector finds it: its destructor waits for its
+        worker while holding the GIL, which stalls every Python thread of the process."""
         self._samples = None
 
 
@@ -281,20 +281,38 @@ class ReverbService:
         """Writes a `STOP_TASK` item, which ends a read waiting for an unroll that no
         actor will send (a full table means the reader is not waiting: given up)."""
         reader = next((t for t in self._threads if isinstance(t, UnrollReaderThread)), None)
-        if reader is None or not reader.is_alive() or self._client is None:
+        if reader is not None and reader.is_alive():
+            self._write_stop_items(1)
+
+    def _write_stop_items(self, count: int) -> None:
+        if self._client is None:
             return
         zeros = tf.nest.map_structure(lambda s: np.zeros(s.shape, s.dtype.as_numpy_dtype),
                                       self._unroll_spec)
         writer = self._client.trajectory_writer(num_keep_alive_refs=1)
         try:
-            writer.append(RemoteUnroll(zeros, np.int32(STOP_TASK), np.int64(0), np.int64(0)))
-            writer.create_item(UNROLLS, 1.0, tf.nest.map_structure(
-                lambda column: column[-1], writer.history))
+            for _ in range(count):
+                writer.append(RemoteUnroll(zeros, np.int32(STOP_TASK), np.int64(0),
+                                           np.int64(0)))
+                writer.create_item(UNROLLS, 1.0, tf.nest.map_structure(
+                    lambda column: column[-1], writer.history))
             writer.flush(timeout_ms=self._WAKE_TIMEOUT_MS)
         except Exception:  # pylint: disable=broad-except  # the join below tells
             pass
         finally:
             writer.close()
+
+    def _release_samplers(self) -> None:
+        """Drops the reader's sampler while the server still serves, its reads ahead
+        fed with `STOP_TASK` items: they end at once. Dropped after the server
+        stopped, its destructor waited for a read the server never answered, up
+        to 35 s (the stalls at the end of training); dropped while a read waits
+        on an empty table, ~2 s."""
+        readers = [t for t in self._threads if isinstance(t, UnrollReaderThread)]
+        if readers:
+            self._write_stop_items(2)  # the read in flight, and one more ahead
+        for reader in readers:
+            reader.close_sampler()
 
     def close(self) -> None:
         """Joins the service's threads (their stop must be requested), then stops the
@@ -302,7 +320,7 @@ class ReverbService:
 
         A read in progress when the server stops would never return: a read
         waiting for an unroll is woken first (`_wake_reader`), and the server
-        stays up until the threads are gone.
+        stays up until the threads are gone and the sampler is released.
         """
         self._wake_reader()
         for thread in self._threads:
@@ -312,9 +330,7 @@ class ReverbService:
             logging.warning("Reverb service threads still running after %.1f s; leaving the "
                             "server to the end of the process", self._CLOSE_TIMEOUT_SECS)
             return
+        self._release_samplers()
         if self._server is not None:
             with quiet.native_stderr_held():  # Reverb: "Shutting down replay server"
                 self._server.stop()
-        for thread in self._threads:
-            if isinstance(thread, UnrollReaderThread):
-                thread.close_sampler()

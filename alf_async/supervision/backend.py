@@ -32,7 +32,9 @@ class ChildSpec:
         spare_argv: the command line of its warm spare (`alf_async.supervision.spare`),
             started beside the child at idle priority (unless it says
             `--normal_priority`); a restart is then the spare's promotion
-            (None: a restart starts `argv` cold). Local backend only.
+            (None: a restart starts `argv` cold).
+        spares: how many such spares to keep ready: more than one covers
+            faults that come sooner than a spare gets ready.
     """
     name: str
     argv: Sequence[str]
@@ -40,6 +42,7 @@ class ChildSpec:
     primary: bool = False
     spare_argv: Optional[Sequence[str]] = None
     finishes: bool = False
+    spares: int = 1
 
 
 @runtime_checkable

@@ -16,12 +16,13 @@ progress, every kind in turn):
 - learner_term: SIGTERM of the learner (it checkpoints and exits 143);
 - checkpoint_write: the learner's next checkpoint writes fail (a directory
   stands where their index files go) until its error line shows;
-- node_loss (`--backend=ray` only): the node that holds the actor processes
-  is removed and a fresh one added.
+- node_loss (`--backend=ray` only): the actor node that holds the most
+  actor processes is removed and a fresh one added.
 
 With `--backend=ray` the tool starts a Ray cluster of simulated nodes on
-this host (`ray_cluster.SimulatedCluster`: a head, the learner's node and the
-actors') and the launch joins it.
+this host (`ray_cluster.SimulatedCluster`: a head, the learner's node and
+`--actor_nodes` nodes for the actors, which Ray spreads over them) and the
+launch joins it.
 
 `--faults=none` runs the same command without faults (the baseline). The
 ledger (printed, and written to `--ledger`, default ROOT_DIR/ledger.json)
@@ -76,10 +77,14 @@ def _define_flags() -> None:
     flags.DEFINE_float("timeout_secs", 1800.0, "The run is stopped (and fails) after this.")
     flags.DEFINE_integer("max_restarts", 100, "The launch's --max_restarts (per process).")
     flags.DEFINE_bool("warm_spares", True, "The launch's --warm_spares.")
+    flags.DEFINE_integer("learner_spares", 2, "The launch's --learner_spares: two, since "
+                         "learner faults here come sooner than one spare gets ready.")
     flags.DEFINE_float("target", 475.0, "The average return the run must reach.")
     flags.DEFINE_string("ledger", None, "Where to write the ledger (ROOT_DIR/ledger.json).")
     flags.DEFINE_enum("backend", "local", ["local", "ray"], "The launch's --backend; with "
                       "ray, on a cluster of simulated nodes that this tool starts.")
+    flags.DEFINE_integer("actor_nodes", 2, "--backend=ray: the simulated nodes that hold the "
+                         "actors (node_loss removes the one with the most actors).")
     flags.mark_flag_as_required("root_dir")
 
 
@@ -182,9 +187,12 @@ class LaunchTree:
         return next((pid for pid, cmd in self._children(table).items()
                      if "alf_async.train" in cmd), None)
 
-    def actors(self) -> List[int]:
+    def actors(self, below: Optional[int] = None) -> List[int]:
+        """The actor processes (only those descending from process `below`, if given)."""
         table = _proc_table()
-        return [pid for pid, cmd in self._children(table).items() if "alf_async.actor" in cmd]
+        actors = [pid for pid, cmd in self._children(table).items() if "alf_async.actor" in cmd]
+        return actors if below is None else [
+            pid for pid in actors if below in _ancestors(pid, table)]
 
     def env_workers(self) -> List[int]:
         """Forks of an actor process (same command line): its env workers."""
@@ -319,11 +327,14 @@ class Injector:
         return True
 
     def _node_loss(self) -> bool:
-        """Removes the actors' node and adds another (Ray moves their hosts there)."""
+        """Removes the actor node that holds the most actors (of equals, a seeded
+        choice) and adds another: Ray moves their hosts."""
         if self.cluster is None or not self.tree.actors():
             return False
-        old, new = self.cluster.replace_actor_node()
-        self.last_target = f"node {old[:12]} (now {new[:12]})"
+        held = [len(self.tree.actors(below=pid)) for pid in self.cluster.actor_node_pids()]
+        index = self.rng.choice([i for i, count in enumerate(held) if count == max(held)])
+        old, new = self.cluster.replace_actor_node(index)
+        self.last_target = f"node {old[:12]} with {held[index]} actor(s) (now {new[:12]})"
         return True
 
     def clear_blockers(self, force: bool = False) -> None:
@@ -333,6 +344,14 @@ class Injector:
             for path in self._blockers:
                 os.rmdir(path)
             self._blockers = []
+
+
+def _ancestors(pid: int, table: Dict[int, tuple]) -> set:
+    found = set()
+    while pid in table and pid not in found:
+        found.add(pid)
+        pid = table[pid][0]
+    return found
 
 
 def _state(pid: int) -> str:
@@ -423,7 +442,8 @@ def _launch_command(kinds: Sequence[str], cluster=None) -> List[str]:
                    "LocalCollection.restart_failed_envs=True"]
     return [sys.executable, "-m", "alf_async.launch", f"--root_dir={FLAGS.root_dir}",
             f"--actors={FLAGS.actors}", f"--max_restarts={FLAGS.max_restarts}",
-            f"--warm_spares={FLAGS.warm_spares}", *(cluster.launch_flags() if cluster else []),
+            f"--warm_spares={FLAGS.warm_spares}", f"--learner_spares={FLAGS.learner_spares}",
+            *(cluster.launch_flags() if cluster else []),
             *[f"--gin_file={path}" for path in FLAGS.gin_file],
             *[f"--gin_param={param}" for param in params]]
 
@@ -503,7 +523,7 @@ def _start_cluster():
     if FLAGS.backend != "ray":
         return None
     from alf_async.supervision import ray_cluster  # pylint: disable=import-outside-toplevel
-    return ray_cluster.SimulatedCluster(FLAGS.actors)
+    return ray_cluster.SimulatedCluster(FLAGS.actors, actor_nodes=FLAGS.actor_nodes)
 
 
 def _inject(proc, injector: Injector, kinds: Sequence[str], deadline: float) -> tuple:
@@ -527,7 +547,7 @@ def run(kinds: List[str]) -> dict:
     os.makedirs(FLAGS.root_dir, exist_ok=True)
     events.configure(FLAGS.root_dir, "chaos")
     log_path = os.path.join(FLAGS.root_dir, "launch.log")
-    started = time.time()
+    started, cpu_before = time.time(), busy_cpu_seconds()
     deadline = time.monotonic() + FLAGS.timeout_secs
     cluster = _start_cluster()
     tree = LaunchTree(os.getpid() if cluster else 0)
@@ -547,10 +567,24 @@ def run(kinds: List[str]) -> dict:
         tree.left_behind()  # note what is below, the cluster's processes too
         if cluster:
             cluster.shutdown()
+    cpu_seconds = busy_cpu_seconds() - cpu_before
     time.sleep(1.0)  # the kernel delivers the children's parent-death signals
     return _ledger(kinds, proc, tree, injector, dict(
         injected=injected, plan=plan, scheduled=scheduled, final_stop=final_stop,
-        started=started))
+        started=started, cpu_seconds=cpu_seconds))
+
+
+def busy_cpu_seconds() -> float:
+    """CPU seconds this machine's cores have been busy since it booted (Linux's
+    `/proc/stat`: all but idle and I/O wait; 0.0 elsewhere). Machine-wide: the
+    ledger's `cpu_seconds` counts everything that ran beside the run too."""
+    try:
+        with open("/proc/stat") as stat:
+            fields = [int(value) for value in stat.readline().split()[1:9]]
+    except (OSError, ValueError):
+        return 0.0
+    user, nice, system, _idle, _iowait, irq, softirq, steal = fields
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
 
 
 def _ledger(kinds, proc, tree: LaunchTree, injector: Injector, state: dict) -> dict:
@@ -574,6 +608,7 @@ def _ledger(kinds, proc, tree: LaunchTree, injector: Injector, state: dict) -> d
         reached=reached(read, FLAGS.target, state["started"]),
         exit_status=proc.returncode,
         wall_seconds=round(time.time() - state["started"], 1),
+        cpu_seconds=round(state["cpu_seconds"], 1), cores=os.cpu_count(),
         timed_out=bool(final_stop), processes_left=len(tree.left_behind()),
         unreadable_checkpoints=unreadable_checkpoints(FLAGS.root_dir),
         duplicated_unrolls=sum(e["event"] == "unroll_duplicated" for e in read),
@@ -589,6 +624,8 @@ def main(argv) -> None:
             raise ValueError(f"--env_fault_p must be in [0, 1], got {FLAGS.env_fault_p}")
         if FLAGS.actors < 1:
             raise ValueError(f"--actors must be >= 1, got {FLAGS.actors}")
+        if FLAGS.actor_nodes < 1:
+            raise ValueError(f"--actor_nodes must be >= 1, got {FLAGS.actor_nodes}")
         if FLAGS.mean_interval_secs <= 0:
             raise ValueError(f"--mean_interval_secs must be > 0, got "
                              f"{FLAGS.mean_interval_secs}")

@@ -42,6 +42,7 @@ class CommandHost:
         self._process: Optional[LocalProcess] = None
         self._spares = Spares()
         self._spare_argv: Optional[Sequence[str]] = None
+        self._spare_count = 1
         self._log_path, self._cwd = None, None
         self._lines = collections.deque(maxlen=_KEPT_LINES)
         self._lock = threading.Lock()
@@ -73,11 +74,12 @@ class CommandHost:
 
     def start(self, argv: Sequence[str], log_path: Optional[str] = None,
               cwd: Optional[str] = None,
-              spare_argv: Optional[Sequence[str]] = None) -> Dict[str, object]:
+              spare_argv: Optional[Sequence[str]] = None,
+              spares: int = 1) -> Dict[str, object]:
         """Starts `argv` with this node's Python (`argv[0]` is replaced): from the warm
         spare where one is ready, else cold; its output appended to `log_path` or,
-        with None, kept for `poll()`; in `cwd` where this node has it. A spare
-        (`spare_argv`) is kept ready beside it from the next `poll()` on.
+        with None, kept for `poll()`; in `cwd` where this node has it. `spares`
+        spares (`spare_argv`) are kept ready beside it from the next `poll()` on.
         Returns `node()` with the command's pid and whether a spare became it."""
         if self._process is not None and self._process.poll() is None:
             self._process.kill()  # one command at a time
@@ -85,7 +87,7 @@ class CommandHost:
         spare_argv = _own_python(spare_argv) if spare_argv else None
         if spare_argv != self._spare_argv:  # its spare was made for other arguments
             self._spares.drop(wait=True)
-        self._spare_argv = spare_argv
+        self._spare_argv, self._spare_count = spare_argv, spares
         process = self._spares.promote(_NAME)
         promoted = process is not None
         self._process = process or LocalProcess(self._popen(_own_python(argv)))
@@ -119,7 +121,7 @@ class CommandHost:
         if returncode is not None and process.pid in self._readers:
             self._readers[process.pid].join(timeout=2.0)  # the lines before the exit
         self._spares.tend(_NAME, self._spare_argv, process is not None and returncode is None,
-                          functools.partial(self._popen, spare=True))
+                          functools.partial(self._popen, spare=True), self._spare_count)
         with self._lock:
             lines, self._lines = list(self._lines), collections.deque(maxlen=_KEPT_LINES)
         return dict(incarnation=self.incarnation, started=process is not None,

@@ -9,6 +9,7 @@ naming the N workers' all-reduce addresses and its index, each serving its own
 actors (actor task i: worker i mod N).
 """
 
+import dataclasses
 import json
 import os
 import re
@@ -69,25 +70,28 @@ def _module_spec(name: str, module: str, args: List[str], spare: Optional[str],
 
 def child_specs(root_dir: str, gin_files: Sequence[str], gin_params: Sequence[str],
                 actors: int, workers: Sequence[LearnerWorker], tf_threads: int = 0,
-                warm_spares: bool = False) -> List[ChildSpec]:
+                warm_spares: bool = False, learner_spares: int = 1,
+                actor_spares: int = 1) -> List[ChildSpec]:
     """The learner's workers (the first, the chief, is the primary) and `actors`
     actor processes, actor task i using worker i mod N's server.
 
-    With `warm_spares`, a learner's spare gets ready (imports, build, the
-    update run once) at normal priority: training stops while the learner
-    is down, and on a loaded machine an idle spare would never be ready.
-    The actors' spares wait at idle priority: the other actors feed the
-    learner meanwhile.
+    With `warm_spares`, each learner worker keeps `learner_spares` spares,
+    each getting ready (imports, build, the update run once) at normal
+    priority: training stops while the learner is down, and on a loaded
+    machine an idle spare would never be ready. Each actor keeps
+    `actor_spares` (0 or 1), getting ready at idle priority: the other actors
+    feed the learner meanwhile.
     """
     logs = log_dir(root_dir)
     os.makedirs(logs, exist_ok=True)
-    learners = [_worker_spec(root_dir, gin_files, gin_params, workers, index, tf_threads,
-                             warm_spares, logs) for index in range(len(workers))]
+    learners = [dataclasses.replace(
+        _worker_spec(root_dir, gin_files, gin_params, workers, index, tf_threads, warm_spares,
+                     logs), spares=learner_spares) for index in range(len(workers))]
     return learners + [
         _module_spec(f"actor {task}", "alf_async.actor", [
             f"--server={_server(workers[task % len(workers)])}", f"--task={task}",
             f"--root_dir={root_dir}", *_gin_args(gin_files, list(gin_params) + _ACTOR_WAITS)],
-            "idle" if warm_spares else None,
+            "idle" if warm_spares and actor_spares else None,
             log_path=os.path.join(logs, f"actor_{task}.log"))
         for task in range(actors)]
 

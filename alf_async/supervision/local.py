@@ -17,7 +17,7 @@ import functools
 import os
 import signal
 import subprocess
-from typing import Callable, Dict, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence
 
 from absl import logging
 
@@ -98,36 +98,45 @@ class LocalProcess:
 class Spares:
     """Warm spares by name, on this host: started beside a running command, promoted
     by its restart. Used by `LocalBackend` for the launch, and by a Ray command
-    host on its node."""
+    host on its node.
+
+    A command may keep more than one (`count`): faults that come sooner than a
+    spare gets ready then still meet a ready one. The next starts only once
+    the newest is ready (`spare.is_ready`), so that they never get ready at
+    the same time, and the oldest is promoted first.
+    """
 
     def __init__(self):
-        self.waiting: Dict[str, LocalProcess] = {}
+        self.waiting: Dict[str, List[LocalProcess]] = {}
 
     def promote(self, name: str) -> Optional[LocalProcess]:
-        """`name`'s spare, told to become its command; None when it has none alive."""
-        spare = self.waiting.pop(name, None)
-        if spare is None:
-            return None
-        if not spare.promote():  # it died meanwhile
-            spare.kill()
-            return None
-        logging.info("launch: %s starts from its warm spare (pid %d)", name, spare.pid)
-        return spare
+        """`name`'s oldest spare alive, told to become its command; None when it has none."""
+        spares = self.waiting.get(name, [])
+        while spares:
+            spare = spares.pop(0)
+            if spare.promote():
+                logging.info("launch: %s starts from its warm spare (pid %d)", name, spare.pid)
+                return spare
+            spare.kill()  # it died meanwhile
+        return None
 
     def tend(self, name: str, spare_argv: Optional[Sequence[str]], running: bool,
-             popen: Callable[[Sequence[str]], subprocess.Popen]) -> None:
-        """Starts a spare (`popen(spare_argv)`) of a running command that has none, or
-        whose spare died."""
-        spare = self.waiting.get(name)
-        if spare is not None and spare.poll() is not None:
+             popen: Callable[[Sequence[str]], subprocess.Popen], count: int = 1) -> None:
+        """Keeps `count` spares (`popen(spare_argv)`) of a running command: replaces one
+        that died, and starts the next once the newest is ready."""
+        spares = self.waiting.setdefault(name, [])
+        for spare in [spare for spare in spares if spare.poll() is not None]:
             spare.kill()
-            del self.waiting[name]
-        if spare_argv and running and name not in self.waiting:
-            self.waiting[name] = LocalProcess(popen(spare_argv))
+            spares.remove(spare)
+        if not (spare_argv and running) or len(spares) >= count:
+            return
+        if not spares or spare_lib.is_ready(spares[-1].pid):
+            spares.append(LocalProcess(popen(spare_argv)))
 
     def drop(self, wait: bool) -> None:
-        for spare in self.waiting.values():
-            spare.kill(wait=wait)
+        for spares in self.waiting.values():
+            for spare in spares:
+                spare.kill(wait=wait)
         if wait:
             self.waiting = {}
 
@@ -146,7 +155,7 @@ class LocalBackend:
 
     def tend(self, spec: ChildSpec, running: bool) -> None:
         self.spares.tend(spec.name, spec.spare_argv, running, functools.partial(
-            popen_in_session, log_path=spec.log_path, spare=True))
+            popen_in_session, log_path=spec.log_path, spare=True), spec.spares)
 
     def drop_spares(self, wait: bool) -> None:
         self.spares.drop(wait)

@@ -276,7 +276,7 @@ class RayBackend:
         an actor's `--server` is its learner worker's address now."""
         host = self.host(spec.name, spec.primary)
         argv, spare_argv = self._learners.current(spec.name, spec.argv, spec.spare_argv)
-        started = host.start.remote(argv, spec.log_path, os.getcwd(), spare_argv)
+        started = host.start.remote(argv, spec.log_path, os.getcwd(), spare_argv, spec.spares)
         process = RayProcess(self._ray, spec.name, host, started,
                              relay=spec.log_path is None, on_node=self._on_node)
         self._processes[spec.name] = process

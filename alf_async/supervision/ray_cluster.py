@@ -1,15 +1,19 @@
 """A Ray cluster of simulated nodes on this host, for chaos runs and tests.
 
 `SimulatedCluster` starts a head node (the GCS, no resources for the run), a
-node that holds the learner's resource (`{"learner": 1}`) and one that holds
-the actors' (`{"actor": K}`), each a raylet of its own under a private temp
-dir (`ray.cluster_utils.Cluster`). Every node but the head has an address of
-its own on the loopback network (127.0.0.2, 127.0.0.3, ...), as machines of
-a cluster would. `replace_actor_node()` and `replace_learner_node()` remove
-a node and add a fresh one with the same resources (at a new address), as a
-lost machine and its replacement would: Ray moves the processes' hosts
-there. A launch joins it with `--backend=ray --address=ADDRESS` and
-`LEARNER_RESOURCES`, `ACTOR_RESOURCES`.
+node that holds the learner's resource (`{"learner": 1}`) and one or more
+that hold the actors' (K actors over N nodes: `{"actor": ceil(K / N)}` each,
+so that Ray spreads them and a lost node takes only its share), each a
+raylet of its own under a private temp dir (`ray.cluster_utils.Cluster`).
+Every node but the head has an address of its own on the loopback network
+(127.0.0.2, 127.0.0.3, ...), as machines of a cluster would.
+`replace_actor_node()` and `replace_learner_node()` remove a node and add a
+fresh one with the same resources (at a new address), as a lost machine and
+its replacement would: Ray moves the processes' hosts there. The head
+declares a node dead after `HEALTH_CHECK` (3 missed checks 1 s apart, ~3 s;
+Ray's default is 5 x 3 s), a setting of the cluster that a real one sets
+with `ray start --head --system-config=...`. A launch joins it with
+`--backend=ray --address=ADDRESS` and `LEARNER_RESOURCES`, `ACTOR_RESOURCES`.
 
 Thread-safety: used from one thread.
 """
@@ -18,7 +22,7 @@ import json
 import os
 import shutil
 import tempfile
-from typing import Tuple
+from typing import List, Tuple
 
 from alf_async.supervision.ray_backend import import_ray
 
@@ -26,14 +30,16 @@ _HOSTS = 64  # node addresses 127.0.0.2 ... 127.0.0.64, the replacements include
 LEARNER_RESOURCES = {"learner": 1}
 ACTOR_RESOURCES = {"actor": 1}
 _NODE_MEMORY = dict(object_store_memory=100 * 1024 * 1024, num_cpus=1)
+HEALTH_CHECK = {"health_check_period_ms": 1000, "health_check_failure_threshold": 3}
 
 
 class SimulatedCluster:
-    """A head node, a node with the learner's resource and a node with the actors'."""
+    """A head node, a node with the learner's resource and nodes with the actors'."""
 
-    def __init__(self, actors: int, temp_dir: str = ""):
+    def __init__(self, actors: int, temp_dir: str = "", actor_nodes: int = 1):
         """Starts it; `temp_dir` holds Ray's sockets and logs (default: a new one, removed
-        by `shutdown()`; keep it short: Unix socket paths end at 107 characters)."""
+        by `shutdown()`; keep it short: Unix socket paths end at 107 characters);
+        `actor_nodes` nodes hold the actors' resource."""
         self._owns_dir = not temp_dir
         self.temp_dir = temp_dir or tempfile.mkdtemp(prefix="alf_ray_cluster_")
         os.makedirs(self.temp_dir, exist_ok=True)
@@ -44,11 +50,12 @@ class SimulatedCluster:
         hosts = [f"127.0.0.{i}" for i in range(2, _HOSTS + 1)]
         os.environ["no_proxy"] = ",".join([os.environ.get("no_proxy", "127.0.0.1"), *hosts])
         from ray.cluster_utils import Cluster  # pylint: disable=import-outside-toplevel
-        self._actors, self._last_host = actors, 1  # the head's: 127.0.0.1
+        self._per_node = {"actor": -(-actors // actor_nodes)}  # K / N, rounded up
+        self._last_host = 1  # the head's: 127.0.0.1
         self._cluster = Cluster(initialize_head=True, head_node_args=dict(
-            include_dashboard=False, **_NODE_MEMORY))
+            include_dashboard=False, _system_config=HEALTH_CHECK, **_NODE_MEMORY))
         self.learner_node = self._add_node(LEARNER_RESOURCES)
-        self.actor_node = self._add_node({"actor": actors})
+        self.actor_nodes = [self._add_node(self._per_node) for _ in range(actor_nodes)]
 
     @property
     def address(self) -> str:
@@ -69,12 +76,16 @@ class SimulatedCluster:
         self._cluster.remove_node(node, allow_graceful=False)
         return self._add_node(resources)
 
-    def replace_actor_node(self) -> Tuple[str, str]:
-        """Removes the actors' node (its processes killed) and adds another; returns
+    def replace_actor_node(self, index: int = 0) -> Tuple[str, str]:
+        """Removes actor node `index` (its processes killed) and adds another; returns
         their node ids."""
-        old = self.actor_node
-        self.actor_node = self._replace(old, {"actor": self._actors})
-        return old.node_id, self.actor_node.node_id
+        old = self.actor_nodes[index]
+        self.actor_nodes[index] = self._replace(old, self._per_node)
+        return old.node_id, self.actor_nodes[index].node_id
+
+    def actor_node_pids(self) -> List[int]:
+        """The raylet's pid of each actor node (the processes it hosts descend from it)."""
+        return [node.all_processes["raylet"][0].process.pid for node in self.actor_nodes]
 
     def replace_learner_node(self) -> Tuple[str, str]:
         """Removes the learner's node (its processes killed) and adds another at a new

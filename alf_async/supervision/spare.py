@@ -20,8 +20,10 @@ session of its own takes its share at any thread priority unless its
 autogroup is niced, and only a user allowed to lower nice values
 (`can_wait_idle()`: root, or `RLIMIT_NICE` >= 20) gets the share back.
 
-While it waits, its process name (`/proc/PID/comm`, what `ps -o comm` shows)
-is `SPARE_NAME`; promoted, it is the module's file name (`train.py`).
+While it gets ready, its process name (`/proc/PID/comm`, what `ps -o comm`
+shows) is `SPARE_NAME`; once it waits ready, `READY_NAME` (`is_ready()`: a
+supervisor that keeps more than one spare starts the next when the last is
+ready); promoted, the module's file name (`train.py`).
 """
 
 import ctypes
@@ -36,6 +38,7 @@ from typing import Sequence
 from alf_async.training import promotion
 
 SPARE_NAME = "alf-spare"
+READY_NAME = "alf-spare-ready"  # 15 characters: the most a process name holds
 PROMOTE = b"go\n"
 NORMAL_PRIORITY = "--normal_priority"  # a first argument: get ready at normal priority
 _PR_SET_NAME = 15
@@ -49,6 +52,16 @@ def waiting(cmdline: Sequence[str], name: str) -> bool:
     module = [arg for arg in cmdline[cmdline.index("alf_async.supervision.spare") + 1:]
               if arg != NORMAL_PRIORITY][:1]
     return not module or name != module[0].rsplit(".", 1)[-1] + ".py"
+
+
+def is_ready(pid: int) -> bool:
+    """Whether spare `pid` waits ready for its promotion (False when gone, or outside
+    Linux: no `/proc`)."""
+    try:
+        with open(f"/proc/{pid}/comm") as comm:
+            return comm.read().strip() == READY_NAME
+    except OSError:
+        return False
 
 
 def _set_name(name: str) -> None:
@@ -161,7 +174,8 @@ def main(argv) -> int:
     gate = threading.Event()
     threading.Thread(target=_listen, args=(gate,), name="SparePromotion", daemon=True).start()
     module = importlib.import_module(argv[0])
-    promotion.install(gate, functools.partial(_become_command, module.__file__))
+    promotion.install(gate, functools.partial(_become_command, module.__file__),
+                      on_ready=functools.partial(_set_name, READY_NAME))
     if hasattr(module, "warm_up"):  # a command that defers its heavy imports past its flags
         module.warm_up()
     # Until the promotion the command is named as the spare: absl's `app.run()` names

@@ -16,13 +16,17 @@ from alf_async import events
 
 _gate: Optional[threading.Event] = None
 _on_promotion: Optional[Callable[[], None]] = None  # run once, by the first wait after it
+_on_ready: Optional[Callable[[], None]] = None  # run once, by the first wait before it
 
 
-def install(gate: threading.Event, on_promotion: Callable[[], None]) -> None:
+def install(gate: threading.Event, on_promotion: Callable[[], None],
+            on_ready: Optional[Callable[[], None]] = None) -> None:
     """Makes this process a spare: `gate` is set by the promotion, after which the
-    first `await_promotion()` calls `on_promotion()` (priority, process name)."""
-    global _gate, _on_promotion
-    _gate, _on_promotion = gate, on_promotion
+    first `await_promotion()` calls `on_promotion()` (priority, process name);
+    `on_ready()` is called by the first `await_promotion()` that has to wait
+    (the spare is ready: it says so where its supervisor can see it)."""
+    global _gate, _on_promotion, _on_ready
+    _gate, _on_promotion, _on_ready = gate, on_promotion, on_ready
 
 
 def pending() -> bool:
@@ -34,9 +38,12 @@ def await_promotion() -> None:
     """In a spare, blocks until it is promoted, then runs `on_promotion` (once, however
     often it is called); elsewhere returns at once. A spare promoted before it
     was ready calls it when it gets there: its name and events start then."""
-    global _on_promotion  # pylint: disable=global-statement
+    global _on_promotion, _on_ready  # pylint: disable=global-statement
     if _gate is None:
         return
+    ready, _on_ready = _on_ready, None
+    if ready is not None and not _gate.is_set():
+        ready()
     _gate.wait()
     become, _on_promotion = _on_promotion, None
     if become is not None:

@@ -25,12 +25,30 @@ from alf_async.training.loop import (Budget, HookSettings, Hooks, Progress, Stop
 
 class TrainingInterrupted(Exception):
     """SIGINT or SIGTERM stopped training; a checkpoint was written first (and its
-    message logged then)."""
+    message logged then), unless `saved` is False (the write failed: its error
+    was logged, and the previous checkpoint stays)."""
 
-    def __init__(self, signum: int, iteration: int):
+    def __init__(self, signum: int, iteration: int, saved: bool = True):
         super().__init__(f"Interrupted by {signal.Signals(signum).name} at iteration "
-                         f"{iteration}; checkpoint saved")
-        self.signum = signum
+                         f"{iteration}; " + ("checkpoint saved" if saved else
+                                             "its checkpoint could not be written"))
+        self.signum, self.iteration, self.saved = signum, iteration, saved
+
+
+def _save_and_export(manager, counters, algorithm, root_dir: str, worker: int,
+                     stopped: Optional[TrainingInterrupted]) -> None:
+    """The final checkpoint and export. A stop by signal whose checkpoint cannot be
+    written still ends as one (raises `TrainingInterrupted`, not the write's
+    error): the signal ended the run, and a supervisor restarts it at once from
+    the previous checkpoint instead of backing off as from a crash."""
+    try:
+        checkpoints.save_and_export(manager, counters, algorithm, root_dir, worker,
+                                    said_when_saved=str(stopped or ""))
+    except checkpoints.CheckpointWriteError as error:
+        if not stopped:
+            raise
+        logging.error("%s", error)
+        raise TrainingInterrupted(stopped.signum, stopped.iteration, saved=False) from error
 
 
 def _finished(root_dir: str, budget: Budget) -> Optional[dict]:
@@ -210,8 +228,7 @@ def train(root_dir: str,
         progress.sync()
         counters.keep_episodes(driver.stats.recent())
         stopped = interrupt.signum and TrainingInterrupted(interrupt.signum, int(counters.iteration))
-        checkpoints.save_and_export(manager, counters, algorithm, root_dir, worker,
-                                    said_when_saved=str(stopped or ""))
+        _save_and_export(manager, counters, algorithm, root_dir, worker, stopped)
         writer.flush()
         timeline.mark("checkpoint and export")
         timeline.log()

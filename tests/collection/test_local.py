@@ -73,6 +73,37 @@ def test_an_env_failing_in_its_reset_is_replaced_too():
         timed_stop(driver)
 
 
+def test_a_replacement_env_that_fails_while_it_is_made_is_made_again():
+    """An env worker killed while its replacement env starts: the factory raises,
+    and that is an env error like any other (it used to end the actor process)."""
+    made, attempts = [], []
+
+    def factory(i):  # env 1: fails at step 7; its first replacement fails to be made
+        attempts.append(i)
+        if i == 1 and attempts.count(1) == 2:
+            raise ConnectionResetError(104, "Connection reset by peer")
+        made.append(CountingEnv(i, B, fail_at=7 if i == 1 and attempts.count(1) == 1
+                                else None))
+        return made[-1]
+
+    with gin_bound({"LocalCollection.restart_failed_envs": True}):
+        driver = AsyncOffPolicyDriver(factory, CountingPolicy(CountingEnv(0, B)), None,
+                                      num_envs=2, actor_queue_cap=1, unroll_length=4,
+                                      learn_queue_cap=2)
+    driver.start()
+    try:
+        deadline = time.monotonic() + 60
+        while attempts.count(1) < 3 and time.monotonic() < deadline:
+            driver.get_training_exps()
+        for _ in range(10):  # and it goes on, env 1 included
+            driver.get_training_exps()
+        assert attempts.count(1) == 3
+        assert driver.summaries()["faults/env_restarts"] == 2  # the failed making counts
+    finally:
+        timed_stop(driver)
+    assert all(env.closed for env in made)
+
+
 def test_an_env_failing_past_its_restart_budget_stops_training_with_its_error():
     made = []
 

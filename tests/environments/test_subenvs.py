@@ -178,6 +178,35 @@ def test_a_dropped_worker_env_takes_its_workers_with_it():
     assert not any(_alive(pid) for pid in pids)
 
 
+class _DiesInWorkerOne:
+    """A CartPole whose making kills worker 1 (as a SIGKILL of a worker that is
+    making its env would): the worker exits before it answers."""
+
+    def __new__(cls, **kwargs):
+        import gymnasium  # pylint: disable=import-outside-toplevel
+        if multiprocessing.current_process().name.endswith("-1"):
+            os._exit(9)
+        return gymnasium.make("CartPole-v1", **kwargs)
+
+
+def test_workers_whose_env_fails_while_it_is_made_are_not_left_behind():
+    """They ignore SIGTERM: left to multiprocessing's exit, they hung their actor
+    process after its error (until a SIGKILL from outside)."""
+    import gymnasium  # pylint: disable=import-outside-toplevel
+    gymnasium.register("DiesInWorkerOne-v0", entry_point=_DiesInWorkerOne)
+    before = {p.pid for p in multiprocessing.active_children()}
+    try:
+        with pytest.raises((EOFError, OSError)):
+            GymnasiumBatchedEnv("DiesInWorkerOne-v0", 4, seed=0, num_workers=2)
+        left = [p for p in multiprocessing.active_children() if p.pid not in before]
+        assert not left, [p.pid for p in left]
+    finally:
+        del gymnasium.registry["DiesInWorkerOne-v0"]
+        for process in multiprocessing.active_children():
+            if process.pid not in before:
+                process.kill()
+
+
 OWNER = """
 import sys, time
 from alf_async.environments import GymnasiumBatchedEnv

@@ -28,13 +28,24 @@ def test_the_table_has_every_seed_and_the_median_ratio_to_the_fault_free_cell():
               restarts={"learner": 2, "actor 0": 1, "actor 1": 2})]))
     rows = [line for line in table.splitlines() if line.startswith("| faults=")]
     assert len(rows) == 6
-    assert rows[3] == ("| faults=all | 0 | 80.0 | 40.0 (150,000) | 3; 5 | 2, 3; 3 | 4.2 | "
-                       "0, 0, 0, 0 | 1.5 |")
-    assert "| faults=all | 1 | 90.0 | — |" in rows[4]
+    assert rows[3] == ("| faults=all | 0 | 80.0 | — | 40.0 (150,000) | 3; 5 | 2, 3; 3 | 4.2 | "
+                       "0, 0, 0, 0 | 1.5 |")  # a ledger of before the CPU count: —
+    assert "| faults=all | 1 | 90.0 | — | — |" in rows[4]
     assert ("Median wall seconds of the whole command: faults=none: 50.0 s; faults=all: "
             "80.0 s (1.60x faults=none).") in table
     assert table.endswith("Median wall seconds from the command to the target: faults=none: "
                           "25.0 s; faults=all: 37.5 s (1.50x faults=none).")
+
+
+def test_the_cpu_seconds_are_a_column_and_their_medians_a_line_where_ledgers_count_them():
+    cells = [_cell("faults=none", [20.0, 30.0]), _cell("faults=all", [40.0, 50.0])]
+    for cell, cpu in zip(cells, [(100.0, 120.0), (200.0, 260.0)]):
+        for seed, seconds in zip(cell["seeds"], cpu):
+            seed["ledger"]["cpu_seconds"] = seconds
+    table = ledgers.chaos_table(dict(cells=cells))
+    assert "| faults=all | 1 | 100.0 | 260 | 50.0 (150,000) |" in table
+    assert table.endswith("Median CPU seconds the machine's cores were busy: faults=none: "
+                          "110.0 s; faults=all: 230.0 s (2.09x faults=none).")
 
 
 def test_an_experiment_without_ledgers_has_no_table_and_a_run_without_one_reads_none(

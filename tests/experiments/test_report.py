@@ -125,5 +125,5 @@ def test_a_chaos_seeds_ledger_goes_into_the_summary_and_the_results_page(experim
     summary = report.write_report([experiment], str(tmp_path / "out"))
     assert all(s["ledger"] == ledger for s in summary["experiments"][0]["cells"][0]["seeds"])
     page = open(tmp_path / "out" / "results.md").read()
-    assert "| ppo | 1 | 40.0 | 33.5 (3,000) | 2; 0 | 0, 2; 0 |" in page
+    assert "| ppo | 1 | 40.0 | — | 33.5 (3,000) | 2; 0 | 0, 2; 0 |" in page
     assert "Median wall seconds of the whole command: ppo: 40.0 s." in page

@@ -152,6 +152,7 @@ def test_the_reader_keeps_one_sampler_through_idle_spells_and_a_stop_wakes_its_w
         assert reader.samplers_opened == 1
         assert driver.remote.registry.missing == 0 and driver.remote.registry.duplicated == 0
         sampler = weakref.ref(reader._samples)  # pylint: disable=protected-access
+        served = _note_serving_at_release(reader, driver.remote.address)
     finally:
         with garbage_collector_off():
             timed_stop(driver, bound=3.0)  # the reader waits for an unroll no actor sends
@@ -160,6 +161,24 @@ def test_the_reader_keeps_one_sampler_through_idle_spells_and_a_stop_wakes_its_w
             assert sampler is None or sampler() is None
     assert not reader.is_alive()
     assert "still running" not in caplog.text
+    # Released while the server serves: released after the server stopped, its
+    # destructor waited up to 35 s for a read the stopped server never answered.
+    assert served == [True]
+
+
+def _note_serving_at_release(reader, address):
+    """Wraps `reader.close_sampler` to note whether the server answers at that moment."""
+    served, release = [], reader.close_sampler
+
+    def close_sampler():
+        try:
+            reverb.Client(address).server_info(timeout=2)
+            served.append(True)
+        except Exception:  # pylint: disable=broad-except  # stopped: no answer
+            served.append(False)
+        release()
+    reader.close_sampler = close_sampler
+    return served
 
 
 def test_counted_envs_name_the_learners_env_ids_and_an_actor_of_fewer_still_runs():

@@ -3,6 +3,8 @@ chaos run (slow) whose ledger must be clean."""
 
 import json
 import os
+import random
+import signal
 import subprocess
 import sys
 import time
@@ -35,6 +37,7 @@ def test_the_schedule_is_seeded_and_brings_every_kind_once_per_round():
     ("--faults=node_loss", "unknown fault kind 'node_loss' (needs --backend=ray)"),
     ("--env_fault_p=1.5", "--env_fault_p must be in [0, 1], got 1.5"),
     ("--actors=0", "--actors must be >= 1, got 0"),
+    ("--actor_nodes=0", "--actor_nodes must be >= 1, got 0"),
     ("--mean_interval_env_steps=-1", "--mean_interval_env_steps must be >= 0, got -1"),
     ("--mean_interval_env_steps=5000", "--mean_interval_env_steps needs --rounds >= 1")])
 def test_bad_input_is_one_line_and_exit_2(tmp_path, flag, line):
@@ -172,10 +175,54 @@ def test_a_short_chaos_run_reaches_475_with_a_clean_ledger(tmp_path):
         assert ledger[zero] == 0, (zero, ledger)
 
 
+class _FakeNodes:
+    """Two actor 'nodes' for the injector: each a process (its 'raylet') whose children
+    are named as actor processes."""
+
+    def __init__(self, actors_per_node):
+        code = ("import subprocess, sys, time; "  # the actors' argv ends 'alf_async.actor'
+                "[subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)', "
+                "sys.argv[2] + '.actor']) for _ in range(int(sys.argv[1]))]; time.sleep(60)")
+        self.raylets = [subprocess.Popen([sys.executable, "-c", code, str(count), "alf_async"],
+                                         start_new_session=True)
+                        for count in actors_per_node]
+        self.replaced = []
+
+    def actor_node_pids(self):
+        return [raylet.pid for raylet in self.raylets]
+
+    def replace_actor_node(self, index):
+        self.replaced.append(index)
+        return f"old{index}", f"new{index}"
+
+    def stop(self):
+        for raylet in self.raylets:
+            os.killpg(raylet.pid, signal.SIGKILL)
+            raylet.wait(timeout=10)
+
+
+def test_node_loss_takes_the_actor_node_that_holds_the_most_actors(tmp_path):
+    nodes = _FakeNodes([1, 2])
+    tree = chaos.LaunchTree(os.getpid())
+    injector = chaos.Injector(tree, str(tmp_path), random.Random(0),
+                              chaos.RunEvents(str(tmp_path)), cluster=nodes)
+    try:
+        deadline = time.monotonic() + 30
+        while len(tree.actors()) < 3:
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        assert [len(tree.actors(below=pid)) for pid in nodes.actor_node_pids()] == [1, 2]
+        assert injector.inject("node_loss")
+        assert nodes.replaced == [1]
+        assert injector.last_target == "node old1 with 2 actor(s) (now new1)"
+    finally:
+        nodes.stop()
+
+
 def test_a_waiting_spare_is_no_fault_target_until_it_is_promoted(tmp_path):
     """A spare's command line names the learner's module too: the injector must
     not take it for the learner (killing it would inject nothing)."""
-    from alf_async.supervision.spare import PROMOTE, SPARE_NAME
+    from alf_async.supervision.spare import PROMOTE, READY_NAME
     tests = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env = dict(os.environ, PYTHONPATH=tests)
     ledger = tmp_path / "ledger"
@@ -185,7 +232,7 @@ def test_a_waiting_spare_is_no_fault_target_until_it_is_promoted(tmp_path):
     tree = chaos.LaunchTree(os.getpid())
     try:
         deadline = time.monotonic() + 30
-        while open(f"/proc/{spare.pid}/comm").read().strip() != SPARE_NAME:
+        while open(f"/proc/{spare.pid}/comm").read().strip() != READY_NAME:
             assert time.monotonic() < deadline
             time.sleep(0.02)
         assert tree.learner() is None

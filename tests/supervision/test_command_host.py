@@ -99,8 +99,8 @@ def test_a_restart_on_the_host_promotes_the_spare_it_keeps_ready(tmp_path, monke
     pids = [first["command_pid"]]
     try:
         assert not first["promoted"]
-        _poll_until(host, lambda s: "command" in host._spares.waiting)  # pylint: disable=protected-access
-        spare = host._spares.waiting["command"].pid  # pylint: disable=protected-access
+        _poll_until(host, lambda s: host._spares.waiting.get("command"))  # pylint: disable=protected-access
+        spare = host._spares.waiting["command"][0].pid  # pylint: disable=protected-access
         pids.append(spare)
         host.signal(signal.SIGKILL)
         assert host.wait(timeout=10) == -signal.SIGKILL
@@ -108,8 +108,8 @@ def test_a_restart_on_the_host_promotes_the_spare_it_keeps_ready(tmp_path, monke
                            spare_argv=spare_argv)
         assert again["promoted"] and again["command_pid"] == spare
         _poll_until(host, lambda s: ledger.exists() and str(spare) in ledger.read_text())
-        _poll_until(host, lambda s: "command" in host._spares.waiting)  # and a new spare waits
-        pids.append(host._spares.waiting["command"].pid)  # pylint: disable=protected-access
+        _poll_until(host, lambda s: host._spares.waiting.get("command"))  # and a new spare waits
+        pids.append(host._spares.waiting["command"][0].pid)  # pylint: disable=protected-access
         # A restart with other arguments (an actor dialling a learner that moved) does
         # not promote the spare made for the old ones: it starts cold, with the new.
         other = [*spare_argv[:-1], "exit"]

@@ -13,7 +13,8 @@ import time
 
 import pytest
 
-from alf_async.supervision.spare import NORMAL_PRIORITY, PROMOTE, SPARE_NAME, waiting
+from alf_async.supervision.spare import (NORMAL_PRIORITY, PROMOTE, READY_NAME, SPARE_NAME,
+                                        is_ready, waiting)
 
 TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # fake_child.py
 
@@ -54,7 +55,8 @@ def spares():
 def test_a_waiting_spare_is_named_idle_and_runs_nothing(tmp_path, spares):
     ledger = tmp_path / "ledger"
     spares.append(spare := start_spare(ledger, "exit", "3"))
-    wait_for(lambda: comm(spare.pid) == SPARE_NAME)
+    wait_for(lambda: comm(spare.pid) == READY_NAME)  # imported, waiting: ready
+    assert is_ready(spare.pid)
     assert os.sched_getscheduler(spare.pid) == os.SCHED_IDLE
     time.sleep(0.5)
     assert spare.poll() is None and ledger_lines(ledger) == []
@@ -63,7 +65,7 @@ def test_a_waiting_spare_is_named_idle_and_runs_nothing(tmp_path, spares):
 def test_a_promoted_spare_runs_its_command_at_normal_priority(tmp_path, spares):
     ledger = tmp_path / "ledger"
     spares.append(spare := start_spare(ledger, "serve"))
-    wait_for(lambda: comm(spare.pid) == SPARE_NAME)
+    wait_for(lambda: comm(spare.pid) == READY_NAME)
     spare.stdin.write(PROMOTE)
     spare.stdin.close()
     wait_for(lambda: ledger_lines(ledger) == ["start", str(spare.pid)])
@@ -149,7 +151,7 @@ def test_a_module_that_runs_ahead_gets_ready_idle_and_acts_only_once_promoted(
     ready = ["ready", "True", SPARE_NAME]
     wait_for(lambda: ledger_lines(ledger) == ready)
     assert os.sched_getscheduler(spare.pid) == os.SCHED_IDLE
-    assert comm(spare.pid) == SPARE_NAME  # not a promoted process to the chaos tool
+    wait_for(lambda: comm(spare.pid) == READY_NAME)  # ready, and not a promoted process
     time.sleep(0.3)
     assert ledger_lines(ledger) == ready and spare.poll() is None
     spare.stdin.write(PROMOTE)
@@ -182,7 +184,7 @@ def test_a_normal_priority_spare_waits_at_normal_priority_and_runs_nothing(tmp_p
     spares.append(spare := subprocess.Popen(
         [sys.executable, "-m", "alf_async.supervision.spare", NORMAL_PRIORITY, "fake_child", str(ledger),
          "exit", "3"], stdin=subprocess.PIPE, env=env))
-    wait_for(lambda: comm(spare.pid) == SPARE_NAME)
+    wait_for(lambda: comm(spare.pid) == READY_NAME)
     assert os.sched_getscheduler(spare.pid) == os.SCHED_OTHER
     time.sleep(0.3)
     assert spare.poll() is None and ledger_lines(ledger) == []

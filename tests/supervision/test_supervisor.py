@@ -259,8 +259,8 @@ def test_a_restart_promotes_the_warm_spare_and_a_stop_ends_every_spare(
 
     def kill_the_first_start_once_a_spare_waits():
         starts = _lines(ledger, "start")
-        if "learner" in waiting and waiting["learner"].pid not in spares:
-            spares.append(waiting["learner"].pid)
+        if waiting.get("learner") and waiting["learner"][0].pid not in spares:
+            spares.append(waiting["learner"][0].pid)
         if len(starts) == 1 and len(spares) == 1 and not killed:
             os.kill(starts[0], signal.SIGKILL)
             killed.append(starts[0])

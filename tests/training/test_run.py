@@ -531,6 +531,36 @@ def test_signal_stops_saves_a_checkpoint_and_exits_with_the_conventional_code(
 
 
 @pytest.mark.slow
+def test_a_signal_stop_whose_checkpoint_cannot_be_written_still_exits_as_a_signal_stop(
+        tmp_path):
+    """Exit 143, not 1: a supervisor restarts a learner stopped by a signal at once, and
+    backs off from one that crashed (a SIGTERM during a full disk cost a chaos run a
+    second per learner fault)."""
+    root = tmp_path / "run"
+    for number in range(1, 400):  # every checkpoint this run could write
+        _block_checkpoint(str(root), number)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "alf_async.train", "--gin_file=gin_configs/ppo_async.gin",
+         f"--root_dir={root}", "--gin_param=train.num_env_steps=100000000",
+         "--gin_param=train.checkpoint_retries=1000", "--gin_param=train.log_interval_secs=0.5"],
+        cwd=ROOT, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 120
+        for line in proc.stderr:
+            if "| env steps" in line or time.time() > deadline:
+                break
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 128 + signal.SIGTERM
+    assert re.search(r"Interrupted by SIGTERM at iteration \d+; its checkpoint could not be "
+                     r"written", stderr)
+    assert "checkpoint saved" not in stderr
+    assert tf.train.latest_checkpoint(str(root / "checkpoints")) is None
+
+
+@pytest.mark.slow
 def test_stopping_and_resuming_ends_where_one_straight_run_ends(tmp_path):
     with gin.unlock_config():
         gin.bind_parameter("alf_async.Learner.learning_rate", [(0, 1e-3), (20000, 1e-4)])
