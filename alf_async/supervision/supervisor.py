@@ -136,13 +136,15 @@ class Supervisor:
     """
 
     def __init__(self, specs: Sequence[ChildSpec], policy: RestartPolicy,
-                 stop_grace_secs: float = 4.0, poll_secs: float = 0.1,
+                 stop_grace_secs: float = 6.0, poll_secs: float = 0.1,
                  backend: Optional[Backend] = None):
         """
         Args:
             specs: the processes, started in this order (the primary first).
             policy: restarts allowed, and their backoff.
-            stop_grace_secs: from SIGTERM to SIGKILL on a stop.
+            stop_grace_secs: from SIGTERM to SIGKILL on a stop: the learner's checkpoint
+                on a busy machine (4 s cut it short under a Ray cluster's churn), with
+                Ray's own shutdown still inside the 10 s a stop may take.
             poll_secs: how often the children are looked at.
             backend: where they run (None: `LocalBackend`, this host); closed by `run()`.
         """
