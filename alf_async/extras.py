@@ -35,6 +35,22 @@ def import_reverb(setting: str):
     return require("reverb", "replay", setting)
 
 
+def trajectory_dataset(reverb, address: str, table: str, **kwargs):
+    """`reverb.TrajectoryDataset.from_table_signature(address, table, **kwargs)`
+    without tf.data's autotuning.
+
+    Destroying an iterator waits, holding the GIL, for the tf.data thread its
+    root starts, which is autotuning's model thread: the whole learner stood
+    still 15-35 s at the end of training in 1 to 3 of 5 runs on a busy 2-core
+    machine (`py-spy dump --native`: the destructor in `RootDataset::Iterator`
+    -> `~LogicalThreadWrapper`). A Reverb source has nothing to tune.
+    """
+    options = importlib.import_module("tensorflow").data.Options()
+    options.autotune.enabled = False
+    return reverb.TrajectoryDataset.from_table_signature(address, table, **kwargs).with_options(
+        options)
+
+
 def pyplot(setting: str, extra: str = "plot"):
     """matplotlib's `pyplot` on the file-only Agg backend, or `MissingExtraError`
     naming `setting` (the command or tool that plots) and `extra`."""

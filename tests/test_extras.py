@@ -50,3 +50,25 @@ def test_a_config_without_its_extra_is_one_line_and_exit_2(tmp_path, config, blo
     errors = [l for l in result.stderr.splitlines() if l.startswith("E")]
     assert len(errors) == 1 and errors[0].endswith(f"Missing package: {line}"), errors
     assert not (tmp_path / "run").exists()  # the run made it and never started: removed
+
+
+def test_a_trajectory_dataset_reads_its_table_without_autotuning():
+    """No tf.data model thread beside the iterator: destroying an iterator waits for
+    the thread its root started, holding the GIL (the learner stood still 15-35 s at
+    the end of training)."""
+    reverb = pytest.importorskip("reverb")
+    import numpy as np  # pylint: disable=import-outside-toplevel
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    server = reverb.Server([reverb.Table.queue(
+        "q", 4, signature={"x": tf.TensorSpec([1], tf.float32)})])
+    try:
+        address = f"localhost:{server.port}"
+        with reverb.Client(address).trajectory_writer(1) as writer:
+            writer.append({"x": np.float32(7)})
+            writer.create_item("q", 1.0, {"x": writer.history["x"][-1:]})
+        dataset = extras.trajectory_dataset(reverb, address, "q",
+                                            max_in_flight_samples_per_worker=1)
+        assert dataset.options().autotune.enabled is False
+        assert next(iter(dataset)).data["x"].numpy().tolist() == [7.0]
+    finally:
+        server.stop()

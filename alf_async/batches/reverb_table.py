@@ -95,8 +95,8 @@ class ReverbTable:
             self._sampled_structure = tf.nest.map_structure(lambda _: 0, cut_sample)
             return tuple(tf.nest.flatten(cut_sample))
 
-        return self._reverb.TrajectoryDataset.from_table_signature(
-            self.address, self.NAME, max_in_flight_samples_per_worker=items_per_batch,
+        return extras.trajectory_dataset(
+            self._reverb, self.address, self.NAME, max_in_flight_samples_per_worker=items_per_batch,
             rate_limiter_timeout_ms=self._POLL_MS).batch(
                 items_per_batch, drop_remainder=True).map(cut_sampled)
 

@@ -14,7 +14,7 @@ from alf_async import events, quiet
 from alf_async.experience import Unroll
 from alf_async.queues import TFQueues
 from alf_async.remote import weights
-from alf_async.extras import import_reverb
+from alf_async.extras import import_reverb, trajectory_dataset
 from alf_async.collection.driver_thread import DriverThread
 
 UNROLLS = "unrolls"
@@ -118,9 +118,10 @@ class UnrollReaderThread(DriverThread):
 
     def prepare(self) -> None:
         """Starts the server and opens its 'unrolls' table."""
-        self._dataset = import_reverb("train --serve_port (remote actors)").TrajectoryDataset.from_table_signature(
-            self._serve(), UNROLLS, max_in_flight_samples_per_worker=1,
-            num_workers_per_iterator=1, rate_limiter_timeout_ms=-1)
+        self._dataset = trajectory_dataset(
+            import_reverb("train --serve_port (remote actors)"), self._serve(), UNROLLS,
+            max_in_flight_samples_per_worker=1, num_workers_per_iterator=1,
+            rate_limiter_timeout_ms=-1)
 
     def _step(self) -> None:
         if self._samples is None:
