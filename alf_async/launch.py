@@ -30,6 +30,7 @@ when stopped by one. See docs/reliability.md.
 """
 
 import json
+import os
 import sys
 from typing import Dict, List, Tuple
 
@@ -156,7 +157,8 @@ def _ray_specs(root_dir: str) -> Tuple[Backend, List[ChildSpec], str]:
     from alf_async.supervision import ray_backend  # pylint: disable=import-outside-toplevel
     backend = ray_backend.RayBackend(FLAGS.address, _resources("learner_resources"),
                                      _resources("actor_resources"), FLAGS.max_restarts,
-                                     FLAGS.learner_workers)
+                                     FLAGS.learner_workers,
+                                     reports=os.path.join(log_dir(root_dir), "ray.log"))
     try:
         workers = [LearnerWorker(*backend.place_learner(
             "learner" if not i else f"learner {i}", root_dir, 0 if i else FLAGS.port))

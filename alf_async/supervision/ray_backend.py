@@ -32,6 +32,7 @@ from absl import logging
 
 from alf_async.supervision.backend import ChildSpec
 from alf_async.supervision.command_host import CommandHost
+from alf_async.supervision.ray_reports import RayReports
 
 # A Ray this backend starts on one host: every socket on 127.0.0.1, no report of
 # usage statistics over the internet, no token auth; and HTTP to anything but
@@ -193,8 +194,9 @@ class RayBackend:
 
     def __init__(self, address: Optional[str], learner_resources: Dict[str, float],
                  actor_resources: Dict[str, float], max_restarts: int,
-                 learner_workers: int = 1):
-        """Connects to the cluster at `address` (None: starts a local Ray).
+                 learner_workers: int = 1, reports: Optional[str] = None):
+        """Connects to the cluster at `address` (None: starts a local Ray); Ray's own
+        error reports go to the file `reports` (`ray_reports`; None: Ray prints them).
 
         Raises:
             ValueError: Ray is missing, `address` does not answer, or the nodes
@@ -205,6 +207,9 @@ class RayBackend:
         if address:
             check_address(address)
         self._owns_ray = not address
+        if reports:
+            import ray._private.worker  # pylint: disable=import-outside-toplevel,protected-access
+            RayReports(reports).install(ray._private.worker)  # pylint: disable=protected-access
         self._init(address)
         self._resources = {True: learner_resources, False: actor_resources}
         self._max_restarts = max_restarts
