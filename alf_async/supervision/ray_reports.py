@@ -5,7 +5,8 @@ raylet that died and its last state dump: dozens of lines around one lost
 node) on its console, prefixed `(raylet)`, whatever `log_to_driver` says. The
 launch's console should read as the local backend's: restarts, the learner's
 progress, one line per fault. `RayReports` writes each report whole to a file
-(`root_dir/logs/ray.log`) and logs one line that names it.
+(`root_dir/logs/ray.log`) and logs one line that names it (once per minute
+for reports that begin alike: a lost node brings several of each).
 
 It replaces `ray._private.worker.print_to_stdstream`, which Ray's driver
 thread `listen_error_messages` calls for each report (`pid` "raylet"), a
@@ -17,11 +18,13 @@ Thread-safety: Ray calls `route` from its one listening thread.
 
 import os
 import re
+import time
 
 from absl import logging
 
 _COLOR = re.compile(r"\x1b\[[0-9;]*m")
 _LINE_CHARS = 160  # the console line's share of a report
+_REPEAT_SECS = 60.0  # a report like one named this recently is only written to the file
 
 
 class RayReports:
@@ -30,6 +33,7 @@ class RayReports:
     def __init__(self, path: str):
         self.path = path
         self._print = None
+        self._named = {}  # a report's console line: when it was last logged
 
     def install(self, worker_module) -> bool:
         """Routes the reports of `worker_module` (`ray._private.worker`); False when it
@@ -50,7 +54,10 @@ class RayReports:
         os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
         with open(self.path, "a") as out:
             out.write("".join(line if line.endswith("\n") else line + "\n" for line in lines))
-        logging.warning("launch: Ray reports: %s (whole in %s)", _first_line(lines), self.path)
+        first, now = _first_line(lines), time.monotonic()
+        if now - self._named.get(first, -_REPEAT_SECS) >= _REPEAT_SECS:
+            self._named[first] = now
+            logging.warning("launch: Ray reports: %s (whole in %s)", first, self.path)
 
 
 def _first_line(lines) -> str:

@@ -46,3 +46,17 @@ def test_a_long_first_line_is_cut_for_the_console(tmp_path, caplog):
     module.print_to_stdstream({"lines": ["x" * 500], "pid": "raylet"})
     (line,) = [r.getMessage() for r in caplog.records]
     assert line.startswith("launch: Ray reports: " + "x" * 157 + "...")
+
+
+def test_reports_that_begin_alike_are_named_once_and_all_kept(tmp_path, caplog):
+    caplog.set_level("WARNING", logger="absl")
+    module = _worker_module([])
+    RayReports(str(tmp_path / "ray.log")).install(module)
+    for attempt in range(3):
+        module.print_to_stdstream({"lines": [f"Task CommandHost.poll failed.\n try {attempt}"],
+                                   "pid": "raylet"})
+    module.print_to_stdstream({"lines": ["Raylet is terminated."], "pid": "raylet"})
+    assert [r.getMessage().split(" (whole")[0] for r in caplog.records] == [
+        "launch: Ray reports: Task CommandHost.poll failed.",
+        "launch: Ray reports: Raylet is terminated."]
+    assert (tmp_path / "ray.log").read_text().count("Task CommandHost.poll failed.") == 3
