@@ -71,17 +71,17 @@ def _build_actor(should_stop):
     """The ActorProcess the flags describe; exit status 2 for a bad setting or no learner,
     3 for a learner that stopped answering before the first weights came."""
     # pylint: disable=import-outside-toplevel
-    from alf_async.algorithms import PPOAlgorithm
     from alf_async.learning.devices import op_threads
     from alf_async.remote.actor_process import ActorProcess, LearnerGone, LearnerNeverAnswered
     from alf_async.remote.learner_watch import EXIT_LEARNER_GONE
+    from alf_async.training.assembly import run_settings
 
     try:
         config.parse_config(FLAGS.gin_file, FLAGS.gin_param)
+        settings = run_settings()  # the learner's records, read as the trainer reads them
         op_threads()  # before the actor's first op, as in the learner
-        return ActorProcess(FLAGS.server, FLAGS.task,
-                            config.configured("alf_async.train.algorithm_class", PPOAlgorithm),
-                            seed=config.configured("alf_async.train.seed", None),
+        return ActorProcess(FLAGS.server, FLAGS.task, settings.run.algorithm_class,
+                            settings.sizes, seed=settings.run.seed,
                             should_stop=should_stop, ends_process=True)
     except (ValueError, LearnerNeverAnswered, ImportError) as error:
         logging.error("Actor task %d: %s", FLAGS.task, error)

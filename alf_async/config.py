@@ -126,13 +126,3 @@ def check_writable(root_dir: str) -> str:
     except OSError as error:
         raise ValueError(f"root_dir={root_dir!r} is not writable: {error.strerror}") from None
     return root_dir
-
-
-def configured(name: str, default):
-    """The gin binding of `name` (a `@configurable` as the callable itself), or `default`
-    where it has none (e.g. `train.algorithm_class` outside `train()`)."""
-    try:
-        value = gin.query_parameter(name)
-    except ValueError:
-        return default
-    return getattr(value, "scoped_configurable_fn", value)

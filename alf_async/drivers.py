@@ -1,6 +1,6 @@
 """`AsyncOffPolicyDriver`: a collection, its queues and threads, and a learn-batch source."""
 
-import inspect
+import dataclasses
 from typing import Callable, Optional, Sequence
 
 import gin
@@ -14,6 +14,25 @@ from alf_async.collection import Collector, LocalCollection, RemoteCollection
 from alf_async.collection.contract import check_collection
 from alf_async.experience import LearnerCounters, LearnBatch, zeros_learn_batch
 from alf_async.collection.pacing import FreeRunning, Lockstep
+
+
+@dataclasses.dataclass(frozen=True)
+class DriverSizes:
+    """The collection's sizes: `AsyncOffPolicyDriver`'s (its defaults; the rules:
+    `check_sizes`). `training.assembly.run_settings()` reads them from gin.
+
+    Attributes:
+        num_envs: E, env threads (of each actor process, with remote actors).
+        num_actor_queues: N, actor threads (0: each env thread acts itself).
+        unroll_length: T, steps per unroll.
+        learn_queue_cap: Q, unrolls per learn batch.
+        actor_queue_cap: A, most requests one policy call serves.
+    """
+    num_envs: int
+    num_actor_queues: int
+    unroll_length: int
+    learn_queue_cap: int
+    actor_queue_cap: int
 
 
 def check_sizes(num_envs: int, num_actor_queues: int, unroll_length: int,
@@ -300,18 +319,15 @@ class AsyncOffPolicyDriver:
 
 
 def local_collection(env_factory: Callable[[int], object], algorithm,
-                     version: tf.Variable, task: int = 0) -> LocalCollection:
-    """The `LocalCollection` of the gin configuration's driver sizes (actor process
-    `task`'s: its envs are global env ids `task * E ... task * E + E - 1`).
+                     version: tf.Variable, sizes: DriverSizes,
+                     task: int = 0) -> LocalCollection:
+    """The `LocalCollection` of the driver's `sizes` (actor process `task`'s: its
+    envs are global env ids `task * E ... task * E + E - 1`).
 
     Raises:
         ValueError: a size rule is broken (names the setting).
     """
-    defaults = inspect.signature(AsyncOffPolicyDriver.__init__).parameters
-    bound = gin.get_bindings(AsyncOffPolicyDriver)
-    sizes = {name: bound.get(name, defaults[name].default) for name in (
-        "num_envs", "num_actor_queues", "unroll_length", "learn_queue_cap", "actor_queue_cap")}
-    check_sizes(**sizes)
-    del sizes["learn_queue_cap"]  # the learner's; an actor sends each unroll alone
-    return LocalCollection(env_factory, algorithm, version, **sizes,
-                           first_stream=task * sizes["num_envs"])
+    check_sizes(**dataclasses.asdict(sizes))
+    return LocalCollection(env_factory, algorithm, version, sizes.num_envs,
+                           sizes.num_actor_queues, sizes.actor_queue_cap, sizes.unroll_length,
+                           first_stream=task * sizes.num_envs)

@@ -35,6 +35,9 @@ from absl import logging
 KINDS: Dict[str, Tuple[str, ...]] = {
     "started": ("command",),  # a process began (a restart is a new start)
     "resumed": ("iteration", "env_steps"),  # the learner restored a checkpoint
+    # the mutable settings' values the learner trains with, read from its live optimizer
+    # and algorithm (at every start and resume, after the restore)
+    "trains_with": ("iteration", "env_steps", "settings"),
     "checkpointed": ("iteration", "env_steps"),  # the learner wrote one
     "checkpoint_failed": ("iteration", "error"),  # a write failed; the previous one stays
     "progress": ("iteration", "env_steps", "average_return"),  # the learner's console line

@@ -50,6 +50,7 @@ def main(argv) -> None:
 
     from alf_async.environments import create_environment
     from alf_async.training import run  # noqa: F401  registers the gin configurables
+    from alf_async.training.assembly import run_settings
     from alf_async.training.evaluation import greedy_actions, run_episodes
 
     gin.parse_config_file(os.path.join(FLAGS.root_dir, "operative_config.gin"),
@@ -68,8 +69,7 @@ def main(argv) -> None:
                  FLAGS.num_episodes, mean_return, mean_length)
     print(f"average_return={mean_return:.1f} average_length={mean_length:.1f}")
     if FLAGS.gif:
-        frames = record_episode(policy, gin.query_parameter("create_environment.env_name"),
-                                FLAGS.seed)
+        frames = record_episode(policy, run_settings().env.env_name, FLAGS.seed)
         frames[0].save(FLAGS.gif, save_all=True, append_images=frames[1:], duration=20,
                        loop=0)
         print(f"wrote {FLAGS.gif} ({len(frames)} frames)")

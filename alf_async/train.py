@@ -104,10 +104,11 @@ def _train_or_exit(run_lib, made_root_dir: bool) -> None:
     # pylint: disable=import-outside-toplevel
     from alf_async.errors import MissingExtraError, ThreadError
     from alf_async.training.checkpoints import CheckpointWriteError
+    from alf_async.training.settings import RunSettings
 
     try:
         remote = {} if FLAGS.serve_port is None else dict(serve_port=FLAGS.serve_port)
-        run_lib.train(FLAGS.root_dir, **remote)
+        run_lib.train(FLAGS.root_dir, RunSettings(**remote))
     except ValueError as error:
         kind = "Missing package" if isinstance(error, MissingExtraError) else "Bad setting"
         logging.error("%s: %s", kind, _first_line(error))

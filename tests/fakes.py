@@ -2,6 +2,7 @@
 
 import contextlib
 import gc
+import os
 import time
 
 import gin
@@ -220,3 +221,14 @@ def actor_critic_samples(rng, n: int = 64, behaviour_probs=(0.2, 0.8)):
                 advantage=rng.normal(size=n).astype(np.float32),
                 value_target=rng.normal(size=n).astype(np.float32),
                 mask=np.ones(n, np.float32))
+
+
+def read_scalars(root_dir):
+    """tag -> [(step, value)] from a run's train/ event files."""
+    # pylint: disable=import-outside-toplevel
+    from tensorboard.backend.event_processing import event_accumulator
+    acc = event_accumulator.EventAccumulator(os.path.join(root_dir, "train"),
+                                             size_guidance={event_accumulator.TENSORS: 0})
+    acc.Reload()
+    return {tag: [(e.step, float(tf.make_ndarray(e.tensor_proto))) for e in acc.Tensors(tag)]
+            for tag in acc.Tags()["tensors"] if not tag.startswith("config/")}

@@ -19,6 +19,7 @@ pytest.importorskip("reverb")
 from alf_async import config  # noqa: E402
 
 from alf_async.training import assembly
+from alf_async.training.settings import RunSettings
 import alf_async.training.run  # noqa: E402,F401  registers gin's `train`, which the gin files bind
 from alf_async.errors import LearnerStarvedError  # noqa: E402
 
@@ -71,7 +72,7 @@ def processes(tmp_path):
 def learner():
     """The learner's driver in this process, serving a free port (it does not train)."""
     config.parse_config([os.path.join(ROOT, GIN_FILE)], SMALL)
-    _, _, driver, _ = assembly.build(serve_port=0)
+    _, _, driver, _ = assembly.build(RunSettings(serve_port=0))
     driver.start()
     yield driver
     driver.stop()

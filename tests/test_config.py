@@ -61,9 +61,10 @@ def test_every_shipped_config_parses_against_what_the_learner_registers():
     imports the run too, so its processes parse them as well."""
     names = sorted(n for n in os.listdir(os.path.join(ROOT, "gin_configs")) if n.endswith(".gin"))
     script = ("import gin, sys\nfrom alf_async import config\nimport alf_async.training.run\n"
+              "from alf_async.training.settings import RunSettings\n"
               "for path in sys.argv[1:]:\n"
               "    config.parse_config([path], [])\n"
-              "    print(config.configured('alf_async.train.algorithm_class', None).__name__)\n"
+              "    print(RunSettings().algorithm_class.__name__)\n"
               "    gin.clear_config()\n")
     result = subprocess.run([sys.executable, "-c", script,
                              *[os.path.join(ROOT, "gin_configs", n) for n in names]],

@@ -5,10 +5,13 @@ import os
 import subprocess
 import sys
 
+import gin
 import pytest
 
 from alf_async import events
 from alf_async.training import run as run_lib
+from alf_async.training.settings import RunSettings
+from fakes import read_scalars
 
 
 @pytest.fixture(autouse=True)
@@ -90,17 +93,34 @@ def test_a_root_dir_removed_after_the_first_event_is_not_made_again(tmp_path):
 
 
 @pytest.mark.slow  # two training runs end to end
-def test_the_learner_records_its_checkpoints_and_its_resume(tmp_path):
+def test_the_learner_records_its_checkpoints_its_resume_and_the_settings_it_trains_with(
+        tmp_path):
+    """The resumed run is given a new learning rate: the checkpoint holds the old one in
+    the optimizer's variable, and the run must report (and use) the new one."""
     root = str(tmp_path / "run")
     events.configure(root, "learner")
-    run_lib.train(root, num_iterations=2, num_env_steps=None, checkpoint_interval=1)
-    run_lib.train(root, num_iterations=3, num_env_steps=None, checkpoint_interval=1)
+    gin.bind_parameter("alf_async.Learner.learning_rate", 1e-3)
+    run_lib.train(root, RunSettings(num_iterations=2, num_env_steps=None, checkpoint_interval=1,
+                                    summary_interval=1))
+    gin.bind_parameter("alf_async.Learner.learning_rate", 2.5e-4)
+    try:
+        result = run_lib.train(root, RunSettings(num_iterations=3, num_env_steps=None,
+                                                 checkpoint_interval=1, summary_interval=1))
+    finally:
+        gin.clear_config()
     every = events.read_events(root)
     read = [(e["event"], e.get("iteration")) for e in every if e["event"] != "progress"]
     progress = [e["iteration"] for e in every if e["event"] == "progress"]
     assert progress and set(progress) <= {1, 2, 3} and progress[-1] == 3  # its console lines
-    assert read == [("checkpointed", 1), ("checkpointed", 2), ("checkpointed", 2),
-                    ("resumed", 2), ("checkpointed", 3), ("checkpointed", 3)]
+    assert read == [("trains_with", 0), ("checkpointed", 1), ("checkpointed", 2),
+                    ("checkpointed", 2), ("resumed", 2), ("trains_with", 2),
+                    ("checkpointed", 3), ("checkpointed", 3)]
+    reported = [e["settings"] for e in every if e["event"] == "trains_with"]
+    assert [r["learning_rate"] for r in reported] == pytest.approx([1e-3, 2.5e-4])
+    assert set(reported[1]) == {"learning_rate", "entropy_coeff", "discount", "clip_ratio"}
+    assert result["learning_rate"] == pytest.approx(2.5e-4)
+    used = dict(read_scalars(root)["learner/learning_rate"])  # written by the update itself
+    assert used[2] == pytest.approx(1e-3) and used[3] == pytest.approx(2.5e-4)
 
 
 def test_a_url_root_dir_goes_through_tf_io_gfile():

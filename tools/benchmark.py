@@ -52,8 +52,7 @@ with imports_uncollected():  # the process as the train command runs it
     import tensorflow as tf  # pylint: disable=wrong-import-order
     from absl import app, flags  # pylint: disable=wrong-import-order
 
-    from alf_async import config
-    from alf_async.algorithms import PPOAlgorithm
+    from alf_async.training.settings import RunSettings
     from alf_async.environments import create_environment
     from alf_async.environments.subenvs import make_gymnasium_env
 
@@ -299,7 +298,7 @@ def main(argv) -> None:
         print(f"{name:<{width}}{value:>14.2f}")
     if FLAGS.out:
         with open(FLAGS.out, "w") as f:
-            algorithm = config.configured("alf_async.train.algorithm_class", PPOAlgorithm)
+            algorithm = RunSettings().algorithm_class
             json.dump({"frames_per_sec": figures, "ratios": ratios, "rounds": rounds,
                        "algorithm": algorithm.__name__, "bindings": gin.config_str()}, f,
                       indent=2)

@@ -19,7 +19,7 @@ from absl import flags
 from alf_async import config  # noqa: F401  pylint: disable=unused-import
 from alf_async.training import assembly
 from alf_async.training import run as run_lib
-from alf_async.algorithms import PPOAlgorithm
+from alf_async.training.settings import RunSettings
 from measure import Tally, alternating_rates, cpu_seconds, rate, rate_and_cpu  # noqa: F401
 
 flags.DEFINE_multi_string("gin_file", ["gin_configs/ppo_async.gin"], "Gin config(s).")
@@ -85,8 +85,7 @@ def with_driver(fn: Callable, serve_port=None):
 
     With `serve_port`, the driver serves remote actors there instead of stepping envs.
     """
-    algorithm_class = config.configured("alf_async.train.algorithm_class", PPOAlgorithm)
-    _, learner, driver, _ = assembly.build(algorithm_class, serve_port=serve_port)
+    _, learner, driver, _ = assembly.build(RunSettings(serve_port=serve_port))
     driver.start()
     try:
         return fn(driver, learner)

@@ -10,7 +10,7 @@ from alf_async.algorithms import layout
 from alf_async.algorithms import networks
 from alf_async.algorithms import advantages as adv_lib
 from alf_async.algorithms.normalization import Normalization
-from alf_async.algorithms.schedules import Schedule, schedule_value
+from alf_async.algorithms.schedules import Schedule, ScheduledValue
 
 Samples = Dict[str, tf.Tensor]
 
@@ -97,15 +97,26 @@ class ActorCriticAlgorithm(tf.Module):
         self.actor_net, self.value_net = networks.actor_and_value_networks(
             obs_spec, self.action_spec, actor_fc_layers, value_fc_layers, activation,
             conv_layers, observation_scale, lstm_size, shared_torso, initial_action_std)
-        self._gamma = discount
         self.normalization = Normalization(obs_spec, discount, normalize_observations,
                                            normalize_rewards)
         self._normalize_advantages = normalize_advantages
         self._reward_clip = reward_clip
         self._value_loss_coeff = value_loss_coeff
-        self._entropy_schedule = entropy_coeff
-        self.entropy_coeff = tf.Variable(schedule_value(entropy_coeff, 0), trainable=False,
-                                         name="entropy_coeff")
+        self._mutable = {}
+        self.entropy_coeff = self._add_mutable(ScheduledValue("entropy_coeff", entropy_coeff))
+        self._gamma = self._add_mutable(ScheduledValue("discount", discount))
+
+    def _add_mutable(self, setting: ScheduledValue) -> tf.Variable:
+        """Registers a setting the run may change without a rebuild; returns its variable."""
+        self._mutable[setting.name] = setting
+        return setting.variable
+
+    @property
+    def mutable_settings(self) -> Dict[str, ScheduledValue]:
+        """name -> `ScheduledValue` of the settings a built run may change (the
+        entropy coefficient, the discount, and a subclass's: PPO's clip ratio).
+        The reward normalisation's discount stays the configured one."""
+        return dict(self._mutable)
 
     @property
     def policy_state_spec(self):
@@ -116,8 +127,9 @@ class ActorCriticAlgorithm(tf.Module):
         return {"entropy_coeff": self.entropy_coeff}
 
     def set_env_steps(self, env_steps: int) -> None:
-        """Moves the schedules (entropy coefficient) to `env_steps`."""
-        self.entropy_coeff.assign(schedule_value(self._entropy_schedule, env_steps))
+        """Moves the mutable settings' schedules (entropy coefficient, ...) to `env_steps`."""
+        for setting in self._mutable.values():
+            setting.follow(env_steps)
 
     def observe(self, batch) -> None:
         """Updates the running statistics (`Normalization`) from a `LearnBatch`.

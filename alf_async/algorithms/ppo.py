@@ -7,6 +7,7 @@ import tensorflow as tf
 
 from alf_async.algorithms import advantages as adv_lib
 from alf_async.algorithms.actor_critic import ActorCriticAlgorithm, Samples
+from alf_async.algorithms.schedules import ScheduledValue
 
 
 @gin.configurable(module="alf_async")
@@ -27,13 +28,14 @@ class PPOAlgorithm(ActorCriticAlgorithm):
             time_step_spec: unbatched tf-agents time-step spec of one sub-env.
             action_spec: unbatched tf-agents action spec of one sub-env.
             gae_lambda: GAE's lambda.
-            clip_ratio: epsilon of the clipped surrogate objective.
+            clip_ratio: epsilon of the clipped surrogate objective (mutable: a
+                run may change it at a resume, `mutable_settings`).
             **kwargs: `ActorCriticAlgorithm` settings (networks, discount,
                 loss coefficients).
         """
         super().__init__(time_step_spec, action_spec, name=name, **kwargs)
         self._lambda = gae_lambda
-        self._clip_ratio = clip_ratio
+        self._clip_ratio = self._add_mutable(ScheduledValue("clip_ratio", clip_ratio))
 
     # ---- ALGO LOGIC: what PPO computes (everything else is inherited plumbing) ----
     def preprocess(self, experience, bootstrap) -> Samples:

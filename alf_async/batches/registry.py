@@ -10,7 +10,6 @@ against the algorithm's `item_terms` here, before anything is built.
 import inspect
 from typing import Any, Callable, Dict, NamedTuple, Optional
 
-import gin
 import tensorflow as tf
 
 from alf_async.batches.fresh import FreshBatches
@@ -78,18 +77,22 @@ def check_name(name: str) -> None:
                          f"{', '.join(repr(n) for n in SOURCES)}, got {name!r}")
 
 
-def check_options_unused(name: str) -> None:
-    """Raises ValueError if gin sets an option of a source class that `name` does not
-    build (`FreshBatches`' with replay, `PrioritizedReplayBatches`' without)."""
+def check_options_unused(name: str, bound: Callable[[type], dict]) -> None:
+    """Raises ValueError if an option of a source class that `name` does not build is
+    set (`FreshBatches`' with replay, `PrioritizedReplayBatches`' without).
+
+    Args:
+        name: the chosen source.
+        bound: `source_class -> {option: value}` of the options set (gin's
+            bindings: `training.assembly` reads them); {} where none can be.
+    """
     chosen = SOURCES[name].source_class
     for source in SOURCES.values():
         source_class = source.source_class
-        try:
-            bindings = {} if source_class is chosen else gin.get_bindings(source_class)
-        except ValueError:  # not gin-configurable: no options to leave unset
+        if source_class is chosen:
             continue
         defaults = inspect.signature(source_class.__init__).parameters
-        for option, value in bindings.items():
+        for option, value in bound(source_class).items():
             if value != defaults[option].default:
                 raise ValueError(f"{source_class.__name__}.{option}={value!r} does not apply "
                                  f"to exp_replayer={name!r}; leave it unset")
@@ -112,10 +115,9 @@ def build_source(name: str, needs: SourceNeeds):
     """The learn-batch source registered as `name`, built from `needs`.
 
     Raises:
-        ValueError: an unknown name, options of another source set, or an
-            algorithm whose loss lacks a term the source wants back (one line).
+        ValueError: an unknown name, or an algorithm whose loss lacks a term
+            the source wants back (one line).
     """
     check_name(name)
-    check_options_unused(name)
     check_wants_back(name, needs.algorithm)
     return SOURCES[name].build(needs)

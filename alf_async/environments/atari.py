@@ -20,6 +20,7 @@ are those of full, unclipped games:
 registers the `ALE/...` ids with gymnasium.
 """
 
+import dataclasses
 from typing import Optional
 
 import gin
@@ -104,21 +105,12 @@ def _import_ale(env_name: str) -> None:
     extras.require("ale_py", "atari", f"create_environment.env_name={env_name!r}")
 
 
-@gin.configurable(module="alf_async")
-def make_atari_env(env_name: str,
-                   noop_max: int = 30,
-                   frame_skip: int = 4,
-                   screen_size: int = 84,
-                   frame_stack: int = 4,
-                   fire_on_reset: bool = True,
-                   episodic_life: bool = True,
-                   repeat_action_probability: float = 0.25,
-                   max_episode_steps: Optional[int] = None,
-                   **make_kwargs) -> gym.Env:
-    """One preprocessed Atari game; observations `[screen_size, screen_size, frame_stack]` uint8.
+@gin.configurable("make_atari_env", module="alf_async")
+@dataclasses.dataclass(frozen=True)
+class AtariSettings:
+    """DeepMind's preprocessing of a game; gin binds them as `make_atari_env.<field>`.
 
-    Args:
-        env_name: an `ALE/<Game>-v5` id.
+    Attributes:
         noop_max: at most this many no-op actions after a reset.
         frame_skip: each action repeats this many frames (max-pooled).
         screen_size: frames are resized to this square size, in grayscale.
@@ -129,6 +121,24 @@ def make_atari_env(env_name: str,
         repeat_action_probability: sticky actions (v5's default 0.25).
         max_episode_steps: truncate games after this many steps (None:
             ALE's 108,000 frames, i.e. 27,000 steps at frame skip 4).
+    """
+    noop_max: int = 30
+    frame_skip: int = 4
+    screen_size: int = 84
+    frame_stack: int = 4
+    fire_on_reset: bool = True
+    episodic_life: bool = True
+    repeat_action_probability: float = 0.25
+    max_episode_steps: Optional[int] = None
+
+
+def make_atari_env(env_name: str, settings: Optional[AtariSettings] = None,
+                   **make_kwargs) -> gym.Env:
+    """One preprocessed Atari game; observations `[screen_size, screen_size, frame_stack]` uint8.
+
+    Args:
+        env_name: an `ALE/<Game>-v5` id.
+        settings: the preprocessing (None: gin's `make_atari_env.*`, `AtariSettings()`).
         **make_kwargs: passed on to `gym.make` (e.g. `render_mode`).
 
     Raises:
@@ -136,14 +146,17 @@ def make_atari_env(env_name: str,
         gymnasium.error.Error: an unknown id.
     """
     _import_ale(env_name)
-    env = gym.make(env_name, frameskip=1, repeat_action_probability=repeat_action_probability,
-                   **make_kwargs)
-    env = gym.wrappers.AtariPreprocessing(env, noop_max=noop_max, frame_skip=frame_skip,
-                                          screen_size=screen_size, grayscale_obs=True,
+    settings = settings or AtariSettings()
+    env = gym.make(env_name, frameskip=1,
+                   repeat_action_probability=settings.repeat_action_probability, **make_kwargs)
+    env = gym.wrappers.AtariPreprocessing(env, noop_max=settings.noop_max,
+                                          frame_skip=settings.frame_skip,
+                                          screen_size=settings.screen_size, grayscale_obs=True,
                                           scale_obs=False)
-    if fire_on_reset and "FIRE" in env.unwrapped.get_action_meanings():
+    if settings.fire_on_reset and "FIRE" in env.unwrapped.get_action_meanings():
         env = FireOnReset(env)
-    if episodic_life:
+    if settings.episodic_life:
         env = LifeLoss(env)
-    env = ChannelsLast(gym.wrappers.FrameStack(env, frame_stack))
-    return gym.wrappers.TimeLimit(env, max_episode_steps) if max_episode_steps else env
+    env = ChannelsLast(gym.wrappers.FrameStack(env, settings.frame_stack))
+    steps = settings.max_episode_steps
+    return gym.wrappers.TimeLimit(env, steps) if steps else env

@@ -7,14 +7,13 @@ step, ignoring its action: exactly this project's convention, so that step
 becomes `FIRST` (reward 0) and the step before it `LAST` with the real final
 observation.
 
-Atari ids (`ALE/<Game>-v5`) get `atari.make_atari_env`'s settings (gin's
-bindings of it, else its defaults) from EnvPool's own preprocessing, frames
+Atari ids (`ALE/<Game>-v5`) get the same `atari.AtariSettings` (gin's
+`make_atari_env.*` bindings, else their defaults) from EnvPool's own preprocessing, frames
 moved to the channel axis (`[84, 84, 4]` uint8, as on the ALE path), a lost
 life marked for learning from `info['lives']`, and unclipped rewards. One
 difference: EnvPool presses FIRE after a reset only, not after a lost life.
 """
 
-import inspect
 from typing import Optional, Tuple
 
 import gin
@@ -27,22 +26,18 @@ from alf_async.environments.gymnasium_env import GymnasiumBatchedEnv
 from alf_async.environments.subenvs import Arrays, observation_dtype
 
 
-def atari_options() -> Tuple[dict, bool]:
-    """`make_atari_env`'s settings (gin's bindings, else its defaults) as EnvPool's
-    options, and whether a lost life is marked (`episodic_life`)."""
-    settings = {name: p.default for name, p in
-                inspect.signature(atari.make_atari_env).parameters.items()
-                if p.default is not inspect.Parameter.empty}
-    settings.update(gin.get_bindings(atari.make_atari_env))
-    options = dict(noop_max=settings["noop_max"], frame_skip=settings["frame_skip"],
-                   img_height=settings["screen_size"], img_width=settings["screen_size"],
-                   stack_num=settings["frame_stack"], gray_scale=True,
-                   use_fire_reset=settings["fire_on_reset"], episodic_life=False,
+def atari_options(settings: atari.AtariSettings) -> Tuple[dict, bool]:
+    """The preprocessing `settings` as EnvPool's options, and whether a lost life is
+    marked (`episodic_life`)."""
+    options = dict(noop_max=settings.noop_max, frame_skip=settings.frame_skip,
+                   img_height=settings.screen_size, img_width=settings.screen_size,
+                   stack_num=settings.frame_stack, gray_scale=True,
+                   use_fire_reset=settings.fire_on_reset, episodic_life=False,
                    reward_clip=False,
-                   repeat_action_probability=settings["repeat_action_probability"])
-    if settings["max_episode_steps"]:
-        options["max_episode_steps"] = settings["max_episode_steps"]
-    return options, settings["episodic_life"]
+                   repeat_action_probability=settings.repeat_action_probability)
+    if settings.max_episode_steps:
+        options["max_episode_steps"] = settings.max_episode_steps
+    return options, settings.episodic_life
 
 
 class EnvPoolSubEnvs:
@@ -71,7 +66,7 @@ class EnvPoolSubEnvs:
         if task not in envpool.list_all_envs():
             raise ValueError(f"create_environment.env_name={env_name!r}: EnvPool has no task "
                              f"{task!r} (see envpool.list_all_envs())")
-        options, self._life_loss = (atari_options() if env_name.startswith("ALE/")
+        options, self._life_loss = (atari_options(atari.AtariSettings()) if env_name.startswith("ALE/")
                                     else ({}, False))
         self._channels_last = env_name.startswith("ALE/")
         seed = int(np.random.randint(2**30)) if seed is None else seed

@@ -68,7 +68,7 @@ def summarize_cell(cell_dir: str, cell: Cell, target: Optional[float]) -> Dict:
     if not seeds:
         raise ValueError(f"{cell_dir} has no run with a finished episode")
     return dict(name=cell.name, gin_files=list(cell.gin_files), bindings=list(cell.bindings),
-                target=target, **_operative(os.path.join(runs[0], "operative_config.gin")),
+                target=target, **_env_and_budget(runs[0]),
                 seeds=seeds,
                 reached=sum(s["env_steps_to_target"] is not None for s in seeds),
                 aggregate={m: stats.aggregate([s[m] for s in seeds]) for m in METRICS},
@@ -88,16 +88,12 @@ def _check_operative(run_dir: str, cell: Cell) -> None:
         raise ValueError(f"{run_dir} did not run with its cell's settings: {'; '.join(wrong)}")
 
 
-def _operative(path: str) -> Dict:
-    """`env` and `budget` (env steps) as the run's operative gin config sets them."""
-    found = dict(env=None, budget=None)
-    if os.path.exists(path):
-        with open(path) as f:
-            text = f.read()
-        env = re.search(r"^create_environment.env_name = '([^']*)'", text, re.M)
-        budget = re.search(r"^train.num_env_steps = (\d+)", text, re.M)
-        found.update(env=env and env.group(1), budget=budget and int(budget.group(1)))
-    return found
+def _env_and_budget(run_dir: str) -> Dict:
+    """`env` and `budget` (env steps) as the run's `run_settings.json` records them."""
+    settings = files.read_settings(run_dir)
+    if settings is None:
+        return dict(env=None, budget=None)
+    return dict(env=settings["env"]["env_name"], budget=settings["run"]["num_env_steps"])
 
 
 def summarize(experiment_dirs: List[str], target: Optional[float] = None) -> Dict:

@@ -14,7 +14,7 @@ from alf_async.algorithms.contract import check_algorithm, per_item_terms
 from alf_async.experience import LearnerCounters, LearnBatch
 from alf_async.metrics import StageClock
 from alf_async.learning.optimizers import make_optimizer
-from alf_async.algorithms.schedules import Schedule, schedule_value
+from alf_async.algorithms.schedules import Schedule, ScheduledValue, schedule_value
 
 _NON_FINITE = "non-finite loss or gradient"
 
@@ -147,7 +147,6 @@ class Learner(tf.Module):
         super().__init__(name="learner")
         check_algorithm(algorithm)
         self._algorithm = algorithm
-        self._learning_rate = learning_rate
         self._strategy = strategy or tf.distribute.get_strategy()
         self._num_epochs = num_epochs
         self._num_minibatches = num_minibatches
@@ -161,6 +160,9 @@ class Learner(tf.Module):
             self.optimizer = make_optimizer(optimizer, schedule_value(learning_rate, 0),
                                             epsilon, rmsprop_decay, momentum)
             self.optimizer.build(algorithm.variables_to_train)
+        # The optimizer's own variable: what its step reads, and what a checkpoint restores.
+        self._learning_rate = ScheduledValue("learning_rate", learning_rate,
+                                             self.optimizer.learning_rate)
         # Host-side counters (not mirrored). train_step, the number of learn
         # batches trained on, is the policy version stamped on experience.
         self.train_step = tf.Variable(0, dtype=tf.int64, trainable=False, name="train_step")
@@ -297,9 +299,7 @@ class Learner(tf.Module):
                 infinite (its optimizer step was not applied), unless
                 `skip_nonfinite_updates`.
         """
-        self.optimizer.learning_rate = schedule_value(self._learning_rate,
-                                                      int(self.env_steps))
-        self._algorithm.set_env_steps(int(self.env_steps))
+        self.follow_schedules()
         self.env_steps.assign_add(self.all_workers_sum(batch.env_steps))
         start = time.perf_counter()
         update = int(self.train_step) + 1
@@ -322,6 +322,41 @@ class Learner(tf.Module):
             clock.add("grad", time.perf_counter() - start)
         self._summarize(info, lag)
         return Update(info, {k: v.numpy() for k, v in per_item.items()})
+
+    @property
+    def mutable_settings(self) -> Dict[str, ScheduledValue]:
+        """name -> `ScheduledValue` of the settings a built run may change without a
+        rebuild: the learning rate, and the algorithm's (`mutable_settings`, if any)."""
+        return {"learning_rate": self._learning_rate,
+                **getattr(self._algorithm, "mutable_settings", {})}
+
+    def trains_with(self) -> Dict[str, float]:
+        """The values of the mutable settings the next update uses, read from the live
+        optimizer and algorithm variables (not from the configuration)."""
+        return {name: setting.value() for name, setting in self.mutable_settings.items()}
+
+    def set_settings(self, values: Dict[str, Schedule]) -> None:
+        """Gives mutable settings new schedules (constants or points), applied now and
+        at every later update, without a rebuild.
+
+        Raises:
+            ValueError: a name that is not a mutable setting of this run (names it
+                and the ones that are); nothing is set then.
+        """
+        mutable = self.mutable_settings
+        unknown = sorted(set(values) - set(mutable))
+        if unknown:
+            raise ValueError(f"{', '.join(unknown)}: not a setting this run can change while "
+                             f"it runs (mutable: {', '.join(sorted(mutable))})")
+        for name, schedule in values.items():
+            mutable[name].set(schedule, int(self.env_steps))
+
+    def follow_schedules(self) -> None:
+        """Moves the learning rate and the algorithm's schedules to the current env
+        step (every update does; the trainer after a restore, which put the
+        checkpoint's values in their variables)."""
+        self._learning_rate.follow(int(self.env_steps))
+        self._algorithm.set_env_steps(int(self.env_steps))
 
     def all_workers_sum(self, value: int) -> int:
         """`value` summed over the learner's worker processes (all-reduced if several).

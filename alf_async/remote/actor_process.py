@@ -17,7 +17,7 @@ from absl import logging
 
 from alf_async.collection import Collector
 from alf_async.metrics import EpisodeStats
-from alf_async.drivers import AsyncOffPolicyDriver, local_collection
+from alf_async.drivers import AsyncOffPolicyDriver, DriverSizes, local_collection
 from alf_async.environments import create_environment, first_env
 from alf_async.experience import Unroll
 from alf_async.remote import weights
@@ -118,6 +118,7 @@ class ActorProcess:
     _CLEAN_UP_SECS = 10.0  # longest the clean-up after the learner is gone may take
 
     def __init__(self, server: str, task: int, algorithm_class: Callable,
+                 sizes: DriverSizes,
                  seed: Optional[int] = None,
                  pull_interval_secs: float = 1.0,
                  pull_every_unrolls: int = 0,
@@ -130,7 +131,9 @@ class ActorProcess:
         Args:
             server: `HOST:PORT` of the learner's Reverb server.
             task: this process's index, `0 ... ReverbService.max_actors - 1`.
-            algorithm_class: the learner's (`train.algorithm_class`).
+            algorithm_class: the learner's (`RunSettings.algorithm_class`).
+            sizes: the learner's `DriverSizes` (its E, N, T, A: this
+                process collects as the learner would; Q is the learner's).
             seed: seeds this process's envs and TensorFlow (None: random).
             pull_interval_secs: seconds between weight pulls.
             pull_every_unrolls: also pull after this many unrolls (0: never).
@@ -173,7 +176,7 @@ class ActorProcess:
             self._await_first_weights(should_stop)
         finally:
             self.watch.disarm()
-        collection = local_collection(env_factory, algorithm, version, task)
+        collection = local_collection(env_factory, algorithm, version, sizes, task)
         # Every env of its own: `EpisodeStats.counted_envs` names the learner's env ids.
         stats = EpisodeStats(collection.num_streams, collection.batch_size, counted_envs=None)
         self.collector = Collector(collection, learn_queue_cap=1, stats=stats)

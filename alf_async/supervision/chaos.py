@@ -48,6 +48,7 @@ from absl import app, flags, logging
 
 from alf_async import events
 from alf_async.supervision.spare import SPARE_NAME, waiting
+from alf_async.training import files
 
 KINDS = ("env_exception", "env_worker_kill", "actor_kill", "learner_kill", "learner_term",
          "checkpoint_write")
@@ -371,9 +372,9 @@ def _read(path: str) -> str:
 
 
 def _checkpoint_interval(root_dir: str) -> Optional[int]:
-    found = re.search(r"^train\.checkpoint_interval = (\d+)",
-                      _read(os.path.join(root_dir, "operative_config.gin")), re.M)
-    return int(found.group(1)) if found else None
+    """The run's checkpoint interval, as its `run_settings.json` records it."""
+    settings = files.read_settings(root_dir)
+    return settings and settings["run"]["checkpoint_interval"]
 
 
 # --- the ledger -------------------------------------------------------------------------

@@ -1,15 +1,23 @@
-"""Assembly: the algorithm, learner, driver and learner loop, built from gin.
+"""Assembly: the run's settings records and the algorithm, learner, driver and
+learner loop, built from gin.
 
-Every size rule is checked while building, before any thread starts.
+The one place that reads gin's bindings for settings: `run_settings()`
+builds the records (`training.settings`) that the trainer and an actor
+process hand to their readers. Every size rule is checked while building,
+before any thread starts.
 """
 
+import dataclasses
 import functools
+import inspect
 import os
-from typing import Callable, Optional
+from typing import Optional
 
+import gin
 import tensorflow as tf
 
-from alf_async.algorithms import PPOAlgorithm
+from alf_async.batches import registry
+from alf_async.batches.replay_buffer import ReplayBuffer
 from alf_async.learning.devices import create_strategy, op_threads, worker_index
 from alf_async.drivers import AsyncOffPolicyDriver
 from alf_async.environments import create_environment, first_env
@@ -18,13 +26,57 @@ from alf_async.learning.prefetch import LearnerLoop
 from alf_async.remote import ReverbService
 # Registers `ActorProcess`: the remote configs bind it (for their actors) beside the learner's.
 from alf_async.remote import actor_process  # noqa: F401  pylint: disable=unused-import
+from alf_async.training.settings import (DriverSizes, EnvSettings, ReplaySettings, RunSettings,
+                                         Settings)
 
 
-def build(algorithm_class: Callable = PPOAlgorithm, seed: Optional[int] = None,
-          serve_port: Optional[int] = None, root_dir: Optional[str] = None):
+def configured(configurable, names) -> dict:
+    """`{name: value}` of `configurable`'s parameters `names`: gin's bindings, else
+    the defaults of its signature (a class's: its `__init__`'s)."""
+    defaults = inspect.signature(configurable).parameters
+    bound = _bindings(configurable)
+    return {name: bound.get(name, defaults[name].default) for name in names}
+
+
+def _bindings(configurable) -> dict:
+    """gin's bindings of `configurable` ({} where it is not gin-configurable)."""
+    try:
+        return gin.get_bindings(configurable)
+    except ValueError:
+        return {}
+
+
+def _fields(record) -> list:
+    return [field.name for field in dataclasses.fields(record)]
+
+
+def run_settings(run: Optional[RunSettings] = None) -> Settings:
+    """The run's settings records, read from gin once.
+
+    Args:
+        run: the `RunSettings` (None: gin's `train.*` bindings, `RunSettings()`).
+
+    Raises:
+        ValueError: gin sets an option of a learn-batch source that the run does
+            not build (`batches.registry.check_options_unused`; names it).
+    """
+    driver = configured(AsyncOffPolicyDriver, _fields(DriverSizes) + ["exp_replayer"])
+    registry.check_name(driver["exp_replayer"])
+    registry.check_options_unused(driver["exp_replayer"], _bindings)
+    return Settings(
+        run=run or RunSettings(),
+        sizes=DriverSizes(**{name: driver[name] for name in _fields(DriverSizes)}),
+        replay=ReplaySettings(driver["exp_replayer"],
+                              configured(ReplayBuffer, ["save_buffer"])["save_buffer"]),
+        env=EnvSettings(**configured(create_environment, _fields(EnvSettings))))
+
+
+def build(settings: Optional[RunSettings] = None, root_dir: Optional[str] = None):
     """Builds the algorithm, learner, driver and learner loop from the gin configuration.
 
-    With `serve_port`, the driver takes its unrolls from actor processes
+    `settings` gives the algorithm, the seed and the serve port (None: gin's
+    `train.*` bindings). With
+    `serve_port`, the driver takes its unrolls from actor processes
     through a `ReverbService` listening there (0: a free port). In `root_dir`
     (None: nowhere) go a replay buffer saved with `ReplayBuffer.save_buffer`
     (`replay/`; a worker of a multi-worker learner other than the chief adds
@@ -33,6 +85,9 @@ def build(algorithm_class: Callable = PPOAlgorithm, seed: Optional[int] = None,
     Returns:
         `(algorithm, learner, driver, loop)`; the driver is not started.
     """
+    settings = settings or RunSettings()
+    algorithm_class, seed, serve_port = (settings.algorithm_class, settings.seed,
+                                         settings.serve_port)
     op_threads()  # first: TensorFlow's pools are sized before its first op
     strategy = create_strategy()  # a multi-worker strategy must precede other ops
     worker = worker_index(strategy)

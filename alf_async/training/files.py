@@ -12,11 +12,13 @@ before their heavy imports. Thread-safety: one writer per destination.
 """
 
 import glob
+import json
 import os
 import shutil
 from typing import Optional
 
 POLICY_DIR = "policy"  # the exported SavedModel, in a run's root_dir
+SETTINGS_FILE = "run_settings.json"  # the run's settings records (`training.settings`)
 PREVIOUS = ".previous"
 _STAGED = ".partial-"
 
@@ -65,3 +67,14 @@ def complete_saved_model(path: str) -> bool:
     """Whether `path` holds a SavedModel with its graph and its variables' index."""
     return (os.path.isfile(os.path.join(path, "saved_model.pb"))
             and os.path.isfile(os.path.join(path, "variables", "variables.index")))
+
+
+def read_settings(root_dir: str) -> Optional[dict]:
+    """The run's settings records as `training.settings.Settings.to_json()` wrote
+    them (`{"run": {...}, "sizes": {...}, "replay": {...}, "env": {...}}`), or None
+    where the run has not started (no `run_settings.json`)."""
+    try:
+        with open(os.path.join(root_dir, SETTINGS_FILE)) as f:
+            return json.load(f)
+    except FileNotFoundError:
+        return None

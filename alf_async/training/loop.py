@@ -19,6 +19,7 @@ from alf_async.training.checkpoints import Counters
 from alf_async.environments import create_environment
 from alf_async.errors import DriverStopped
 from alf_async.training.evaluation import GreedyPolicy, greedy_actions, run_episodes
+from alf_async.training.settings import RunSettings
 from alf_async.training.signals import SignalStop
 
 RETURN_TAG = "Metrics_vs_EnvironmentSteps/AverageReturn"  # written every iteration
@@ -163,20 +164,6 @@ class Progress:
         return True
 
 
-@dataclasses.dataclass(frozen=True)
-class HookSettings:
-    """`train`'s settings of what runs after an iteration (see `train`'s Args)."""
-
-    summary_interval: int
-    checkpoint_interval: int
-    checkpoint_retries: int
-    eval_interval: int
-    num_eval_episodes: int
-    log_interval_secs: float
-    num_env_steps: Optional[int]
-    seed: Optional[int]
-
-
 # The stages of the console's "busy:" figures: (timing key, name). A stage that does not
 # run here (the actor threads of an acting env thread, or of actor processes) is left out.
 _BUSY_STAGES = (("env_busy", "env"), ("actor_busy", "actor"), ("busy", "learner"))
@@ -259,7 +246,7 @@ class Hooks:
 
     def __init__(self, algorithm, learner, driver, loop, counters: Counters,
                  manager: tf.train.CheckpointManager, progress: Progress,
-                 settings: HookSettings):
+                 settings: RunSettings):
         self._algorithm, self._learner, self._driver, self._loop = (algorithm, learner,
                                                                     driver, loop)
         self._counters, self._manager, self._progress = counters, manager, progress

@@ -1,26 +1,28 @@
 """`train`: assembles a run, resumes it, loops until its budget is spent, saves it.
 
-The pieces live apart: `assembly` builds, `training_loop` iterates and runs
-the hooks, `checkpoints` keeps what survives a restart.
+The pieces live apart: `settings` holds the run's typed records, `assembly`
+reads them from gin and builds, `loop.iterate` iterates and runs the hooks,
+`checkpoints` keeps what survives a restart.
 """
 
+import dataclasses
 import os
 import signal
-from typing import Callable, Optional
+from typing import NamedTuple, Optional
 
-import gin
 import tensorflow as tf
 from absl import logging
 
+from alf_async import events
 from alf_async.training import checkpoints, promotion
 
-from alf_async.algorithms import PPOAlgorithm
-from alf_async.training.assembly import build
+from alf_async.training.assembly import build, run_settings
+from alf_async.training.settings import RunSettings, Settings, write_settings
 from alf_async.config import check_writable
 from alf_async.learning.devices import worker_index
 from alf_async.training.signals import SignalStop
-from alf_async.training.loop import (Budget, HookSettings, Hooks, Progress, StopCondition,
-                                     Timeline, iterate)
+from alf_async.training.loop import (Budget, Hooks, Progress, StopCondition, Timeline,
+                                     iterate)
 
 
 class TrainingInterrupted(Exception):
@@ -63,28 +65,23 @@ def _finished(root_dir: str, budget: Budget) -> Optional[dict]:
     return result
 
 
-def _build_touches_the_run() -> bool:
-    """Whether building reads the run's state (a replay buffer kept on disk with
-    `ReplayBuffer.save_buffer`) or binds a port (a multi-worker learner's, from
-    `TF_CONFIG`): a warm spare then builds only once promoted."""
-    if os.environ.get("TF_CONFIG"):
-        return True
-    try:
-        return bool(gin.query_parameter("alf_async.ReplayBuffer.save_buffer"))
-    except ValueError:  # not bound
-        return False
+def _build_touches_the_run(settings: Settings) -> bool:
+    """Whether building reads the run's state (a replay buffer kept on disk,
+    `ReplaySettings.keeps_state`) or binds a port (a multi-worker learner's,
+    from `TF_CONFIG`): a warm spare then builds only once promoted."""
+    return bool(os.environ.get("TF_CONFIG")) or settings.replay.keeps_state
 
 
-def _build(algorithm_class, seed, serve_port, root_dir: str, timeline: Timeline):
+def _build(settings: Settings, root_dir: str, timeline: Timeline):
     """`build()`; in a warm spare (`alf_async.supervision.spare`), ahead of its promotion where it
     can, with the update compiled and run once (`Learner.warm_up`).
 
     Nothing of the run's state is read before the promotion: the checkpoint
     is restored and the Reverb port bound after it.
     """
-    if _build_touches_the_run():
+    if _build_touches_the_run(settings):
         promotion.await_promotion()
-    built = build(algorithm_class, seed, serve_port, root_dir)
+    built = build(settings.run, root_dir)
     if promotion.pending():
         timeline.mark("build ahead")
         _, learner, driver, _ = built
@@ -134,23 +131,8 @@ def _train_loop(learner, driver, loop, hooks: Hooks, done: StopCondition, config
         driver.stop()
 
 
-@gin.configurable(module="alf_async")
-def train(root_dir: str,
-          algorithm_class: Callable = PPOAlgorithm,
-          num_iterations: Optional[int] = None,
-          num_env_steps: Optional[int] = 1_000_000,
-          stop_at_return: Optional[float] = None,
-          report_return: Optional[float] = 475.0,
-          seed: Optional[int] = None,
-          summary_interval: int = 10,
-          checkpoint_interval: int = 100,
-          checkpoint_retries: int = 3,
-          max_checkpoints: int = 3,
-          log_interval_secs: float = 5.0,
-          eval_interval: int = 0,
-          num_eval_episodes: int = 10,
-          serve_port: Optional[int] = None) -> dict:
-    """Trains `algorithm_class` with an `AsyncOffPolicyDriver` until done.
+def train(root_dir: str, settings: Optional[RunSettings] = None) -> dict:
+    """Trains `settings.algorithm_class` with an `AsyncOffPolicyDriver` until done.
 
     Re-running with the same `root_dir` resumes from its latest checkpoint;
     the budget counts from the very first run, and a run that already spent
@@ -158,29 +140,11 @@ def train(root_dir: str,
     without a signal writes its final metrics to `root_dir/result.json`.
 
     Args:
-        root_dir: where summaries (`train/`), checkpoints and the operative
-            gin config go.
-        algorithm_class: `fn(time_step_spec, action_spec)` -> algorithm.
-        num_iterations: stop after this many learner iterations (None: no limit).
-        num_env_steps: stop after this many env steps (None: no limit).
-        stop_at_return: stop once the average return reaches it (None: never).
-        report_return: log when the average return first reaches it (kept
-            across resumes).
-        seed: global seed for TensorFlow and the envs (None: random).
-        summary_interval: iterations between summaries (the average return
-            against env steps is written every iteration).
-        checkpoint_interval: iterations between checkpoints.
-        checkpoint_retries: failed checkpoint writes in a row that training
-            survives (each is one error line, the previous checkpoint stays);
-            one more stops it (0: stop at the first).
-        max_checkpoints: checkpoints kept on disk.
-        log_interval_secs: seconds between console progress lines.
-        eval_interval: iterations between greedy evaluations (0: none).
-        num_eval_episodes: episodes per evaluation, played in parallel on a
-            separate env.
-        serve_port: collect with actor processes (`python -m alf_async.actor
-            --server=THIS_HOST:PORT`) through a Reverb server on this port
-            (0: a free one) instead of env threads here (None).
+        root_dir: where summaries (`train/`), checkpoints, the operative gin
+            config and `run_settings.json` (every settings record) go.
+        settings: the run's algorithm, budget, seed and intervals (None:
+            gin's `train.*` bindings). The other records (the driver's sizes,
+            replay, env) come from gin through `assembly.run_settings`.
 
     Returns:
         Final metrics: iteration, env_steps, episodes, average_return (None
@@ -190,52 +154,97 @@ def train(root_dir: str,
         reached), optimizer_steps and learning_rate.
     """
     root_dir = check_writable(root_dir)
-    budget = Budget(num_iterations, num_env_steps, stop_at_return)
+    records = run_settings(settings)
+    settings = records.run
+    budget = Budget(settings.num_iterations, settings.num_env_steps, settings.stop_at_return)
     finished = _finished(root_dir, budget)
     if finished is not None:
         return finished
     with SignalStop() as interrupt:  # from here on: a signal during start-up stops cleanly too
         timeline = Timeline()
-        algorithm, learner, driver, loop = _build(algorithm_class, seed, serve_port, root_dir,
-                                                  timeline)
+        algorithm, learner, driver, loop = _build(records, root_dir, timeline)
         finished = _finished(root_dir, budget)  # a warm spare's run may be over
         if finished is not None:
             driver.stop()
             return finished
-        worker = worker_index(learner.strategy)  # 0: the chief, which writes everything
-        counters = checkpoints.Counters(learner, driver.stats.window)
-        checkpoint = tf.train.Checkpoint(algorithm=algorithm, learner=learner, counters=counters)
-        manager = checkpoints.checkpoint_manager(checkpoint, root_dir, worker, max_checkpoints)
-        checkpoints.restore(root_dir, checkpoint, counters)
-        driver.stats.resume(counters.kept_episodes())
-        config = checkpoints.write_config(root_dir) if worker == 0 else ""
-        writer = (tf.summary.create_file_writer(os.path.join(root_dir, "train")) if worker == 0
-                  else tf.summary.create_noop_writer())
-        progress = Progress(counters, report_return)
-        hooks = Hooks(algorithm, learner, driver, loop, counters, manager, progress, HookSettings(
-            summary_interval, checkpoint_interval, checkpoint_retries,
-            eval_interval if worker == 0 else 0,
-            num_eval_episodes, log_interval_secs, num_env_steps, seed))
+        run = _resume(records, root_dir, algorithm, learner, driver, loop)
         timeline.mark("build")
         _start(algorithm, learner, driver, timeline)
         interrupt.call_on_signal(driver.request_stop)  # ends a wait for data at once
         timeline.mark("compile", " (" + ", ".join(
             f"{name} {seconds:.2f} s" for name, seconds in driver.compile_seconds.items()) + ")")
-        with writer.as_default():
-            done = StopCondition(counters, budget, interrupt, learner.all_workers_sum)
-            _train_loop(learner, driver, loop, hooks, done, config, timeline, summary_interval)
+        with run.writer.as_default():
+            done = StopCondition(run.counters, budget, interrupt, learner.all_workers_sum)
+            _train_loop(learner, driver, loop, run.hooks, done, run.config, timeline,
+                        settings.summary_interval)
         timeline.mark("training")
-        progress.sync()
-        counters.keep_episodes(driver.stats.recent())
-        stopped = interrupt.signum and TrainingInterrupted(interrupt.signum, int(counters.iteration))
-        _save_and_export(manager, counters, algorithm, root_dir, worker, stopped)
-        writer.flush()
-        timeline.mark("checkpoint and export")
-        timeline.log()
-        result = _result(driver, learner, counters, progress)
-        if stopped:
-            raise stopped
-        if worker == 0:
-            checkpoints.write_result(root_dir, result)
+        result = _finish(run, algorithm, learner, driver, root_dir, interrupt, timeline)
     logging.info("Training done: %s", result)
+    return result
+
+
+class _Resumed(NamedTuple):
+    """A built run restored from its latest checkpoint, with what its loop writes to."""
+    counters: checkpoints.Counters
+    manager: tf.train.CheckpointManager
+    progress: Progress
+    hooks: Hooks
+    writer: object  # a tf.summary writer
+    config: str  # the operative gin config
+    worker: int  # 0: the chief, which writes everything
+
+
+def _resume(records: Settings, root_dir: str, algorithm, learner, driver, loop) -> _Resumed:
+    """Restores the latest checkpoint (if any) and records the run's settings."""
+    settings = records.run
+    worker = worker_index(learner.strategy)
+    counters = checkpoints.Counters(learner, driver.stats.window)
+    checkpoint = tf.train.Checkpoint(algorithm=algorithm, learner=learner, counters=counters)
+    manager = checkpoints.checkpoint_manager(checkpoint, root_dir, worker,
+                                             settings.max_checkpoints)
+    checkpoints.restore(root_dir, checkpoint, counters)
+    _report_settings(learner, counters)
+    driver.stats.resume(counters.kept_episodes())
+    config = ""
+    if worker == 0:
+        config = checkpoints.write_config(root_dir)
+        write_settings(root_dir, records)
+    writer = (tf.summary.create_file_writer(os.path.join(root_dir, "train")) if worker == 0
+              else tf.summary.create_noop_writer())
+    progress = Progress(counters, settings.report_return)
+    hooks = Hooks(algorithm, learner, driver, loop, counters, manager, progress,
+                  settings if worker == 0 else dataclasses.replace(settings, eval_interval=0))
+    return _Resumed(counters, manager, progress, hooks, writer, config, worker)
+
+
+def _report_settings(learner, counters: checkpoints.Counters) -> None:
+    """Puts the configured schedules of the mutable settings back after a restore (which
+    wrote the checkpoint's values into their variables), then reports the values the
+    run trains with, read back from its live optimizer and algorithm: a `trains_with`
+    run event and one log line."""
+    learner.follow_schedules()
+    values = learner.trains_with()
+    events.emit("trains_with", iteration=int(counters.iteration),
+                env_steps=int(counters.env_steps), settings=values)
+    logging.info("Trains with %s", ", ".join(f"{name} {value:.4g}"
+                                             for name, value in sorted(values.items())))
+
+
+def _finish(run: _Resumed, algorithm, learner, driver, root_dir: str, interrupt,
+            timeline: Timeline) -> dict:
+    """Saves and exports the run; returns its result (written to result.json unless
+    a signal stopped it: then raises `TrainingInterrupted`)."""
+    run.progress.sync()
+    run.counters.keep_episodes(driver.stats.recent())
+    stopped = interrupt.signum and TrainingInterrupted(interrupt.signum,
+                                                       int(run.counters.iteration))
+    _save_and_export(run.manager, run.counters, algorithm, root_dir, run.worker, stopped)
+    run.writer.flush()
+    timeline.mark("checkpoint and export")
+    timeline.log()
+    result = _result(driver, learner, run.counters, run.progress)
+    if stopped:
+        raise stopped
+    if run.worker == 0:
+        checkpoints.write_result(root_dir, result)
     return result

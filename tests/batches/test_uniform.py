@@ -7,7 +7,8 @@ from tf_agents.trajectories import time_step as ts
 
 from alf_async.drivers import AsyncOffPolicyDriver
 from alf_async.errors import LearnerStarvedError
-from fakes import CountingEnv, StatelessCountingPolicy, learning_driver, timed_stop
+from alf_async.training import assembly
+from fakes import CountingEnv, StatelessCountingPolicy, gin_bound, learning_driver, timed_stop
 
 
 def _replay_driver(**replay_settings):
@@ -58,13 +59,6 @@ def test_uniform_replay_batches_are_windows_of_one_sub_env_with_the_settings_rat
 @pytest.mark.parametrize("kwargs, message", [
     (dict(exp_replayer="priority"),
      "exp_replayer must be one of 'one_time', 'uniform', 'prioritized', got 'priority'"),
-    (dict(exp_replayer="uniform", bindings={"FreshBatches.replay_proportion": 0.5,
-                                             "FreshBatches.replay_buffer_num_slots": 4}),
-     "FreshBatches.replay_proportion=0.5 does not apply to exp_replayer='uniform'"),
-    (dict(exp_replayer="uniform",
-          bindings={"PrioritizedReplayBatches.priority_replay_alpha": 0.5}),
-     "PrioritizedReplayBatches.priority_replay_alpha=0.5 does not apply to "
-     "exp_replayer='uniform'"),
     (dict(exp_replayer="prioritized"),
      "exp_replayer='prioritized' wants the per-item loss term 'td_error' back after each "
      "update, which CountingPolicy's loss does not supply"),
@@ -74,6 +68,25 @@ def test_uniform_replay_batches_are_windows_of_one_sub_env_with_the_settings_rat
 def test_uniform_replay_settings_that_cannot_work_are_value_errors(kwargs, message):
     with pytest.raises(ValueError, match=message):
         learning_driver(None, **kwargs)
+
+
+@pytest.mark.parametrize("bindings, message", [
+    ({"FreshBatches.replay_proportion": 0.5, "FreshBatches.replay_buffer_num_slots": 4},
+     "FreshBatches.replay_proportion=0.5 does not apply to exp_replayer='uniform'"),
+    ({"PrioritizedReplayBatches.priority_replay_alpha": 0.5},
+     "PrioritizedReplayBatches.priority_replay_alpha=0.5 does not apply to "
+     "exp_replayer='uniform'")])
+def test_options_of_a_source_the_run_does_not_build_are_refused_with_its_settings(bindings,
+                                                                                   message):
+    """The run's settings are read from gin once (`assembly.run_settings`): an option
+    of another learn-batch source is refused there, before anything is built."""
+    with gin_bound({"AsyncOffPolicyDriver.exp_replayer": "uniform", **bindings}):
+        with pytest.raises(ValueError, match=message):
+            assembly.run_settings()
+        gin.bind_parameter("AsyncOffPolicyDriver.exp_replayer", "prioritized")
+        if "Prioritized" not in message:  # its own options apply to the source it builds
+            with pytest.raises(ValueError, match="does not apply to exp_replayer='prioritized'"):
+                assembly.run_settings()
 
 
 def test_a_starved_replay_learner_gets_the_diagnosis():

@@ -7,8 +7,8 @@ import pytest
 import tensorflow as tf
 
 from alf_async.collection import Collector
-from alf_async.drivers import AsyncOffPolicyDriver, local_collection
-from fakes import CountingEnv, VersionPolicy, counters_of, gin_bound, timed_stop
+from alf_async.drivers import AsyncOffPolicyDriver, DriverSizes, local_collection
+from fakes import CountingEnv, VersionPolicy, counters_of, timed_stop
 
 B = 3
 
@@ -66,12 +66,10 @@ def test_the_policy_is_told_each_rows_global_env_id(num_actor_queues):
     version = tf.Variable(0, dtype=tf.int64)
     envs = [CountingEnv(i, B) for i in range(2)]
     # As actor process 3 of E = 2 envs (the actor's own builder): global env ids 6 and 7.
-    with gin_bound({"AsyncOffPolicyDriver.num_envs": 2,
-                    "AsyncOffPolicyDriver.num_actor_queues": num_actor_queues,
-                    "AsyncOffPolicyDriver.actor_queue_cap": 1,
-                    "AsyncOffPolicyDriver.unroll_length": 4}):
-        collection = local_collection(lambda i: envs[i], _EnvIdPolicy(envs[0], version),
-                                      version, task=3)
+    sizes = DriverSizes(num_envs=2, num_actor_queues=num_actor_queues, unroll_length=4,
+                        learn_queue_cap=4, actor_queue_cap=1)
+    collection = local_collection(lambda i: envs[i], _EnvIdPolicy(envs[0], version), version,
+                                  sizes, task=3)
     collector = Collector(collection, learn_queue_cap=2)
     collector.start([])
     try:

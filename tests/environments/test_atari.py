@@ -75,7 +75,7 @@ def test_a_lost_life_is_discount_0_on_a_mid_step_and_the_episode_goes_on():
 
 
 def test_atari_observations_are_84x84x4_uint8_the_last_four_frames_channels_last():
-    env = atari.make_atari_env("ALE/Pong-v5", noop_max=0)
+    env = atari.make_atari_env("ALE/Pong-v5", atari.AtariSettings(noop_max=0))
     observation, _ = env.reset(seed=0)
     assert observation.shape == (84, 84, 4) and observation.dtype == np.uint8
     for _ in range(30):

@@ -4,6 +4,7 @@ import pytest
 from tf_agents.trajectories import time_step as ts
 
 from alf_async.training import run as run_lib
+from alf_async.training.settings import RunSettings
 from alf_async.environments import GymnasiumBatchedEnv, create_environment, load_envpool_env
 
 FIRST, MID, LAST = ts.StepType.FIRST, ts.StepType.MID, ts.StepType.LAST
@@ -108,6 +109,6 @@ def test_trainer_trains_on_envpool_envs(tmp_path):
     env = create_environment(num_parallel_environments=B, seed=0)
     assert isinstance(env, GymnasiumBatchedEnv)  # with EnvPool's sub-envs inside
     env.close()
-    result = run_lib.train(str(tmp_path / "run"), num_iterations=3, num_env_steps=None)
+    result = run_lib.train(str(tmp_path / "run"), RunSettings(num_iterations=3, num_env_steps=None))
     assert result["iteration"] == 3 and result["env_steps"] == 3 * 4 * 32 * 16
     assert result["episodes"] > 0

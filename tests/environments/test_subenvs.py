@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from alf_async.training import assembly
+from alf_async.training.settings import RunSettings
 
 from alf_async.training import run as run_lib
 from alf_async.environments import GymnasiumBatchedEnv
@@ -94,7 +95,7 @@ def _started_driver(restart: bool):
     gin.parse_config_files_and_bindings(["gin_configs/ppo_async.gin"], [
         "create_environment.num_workers = 2", "create_environment.num_parallel_environments = 8",
         f"LocalCollection.restart_failed_envs = {restart}"])
-    _, _, driver, _ = assembly.build(seed=1)
+    _, _, driver, _ = assembly.build(RunSettings(seed=1))
     driver.start()
     return driver
 
@@ -244,7 +245,7 @@ def test_evaluation_plays_in_process_whatever_num_workers_says(tmp_path, monkeyp
     gin.parse_config_files_and_bindings(["gin_configs/ppo_async.gin"], [
         "create_environment.num_workers = 2", "create_environment.num_parallel_environments = 8"])
     # 3 evaluation episodes would not split over 2 workers: evaluation must not use them.
-    result = run_lib.train(str(tmp_path), num_iterations=2, num_env_steps=None, eval_interval=1,
-                           num_eval_episodes=3, seed=1)
+    result = run_lib.train(str(tmp_path), RunSettings(num_iterations=2, num_env_steps=None, eval_interval=1,
+                           num_eval_episodes=3, seed=1))
     assert result["iteration"] == 2
     assert not multiprocessing.active_children()

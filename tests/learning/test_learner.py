@@ -173,7 +173,7 @@ def test_rmsprop_and_entropy_schedule():
     algo, learner = _learner(tf.distribute.get_strategy(), optimizer="rmsprop",
                              rmsprop_decay=0.95, momentum=0.5, num_minibatches=2)
     assert isinstance(learner.optimizer, tf.keras.optimizers.RMSprop)
-    algo._entropy_schedule = [(0, 0.1), (100, 0.0)]
+    algo.mutable_settings["entropy_coeff"].schedule = [(0, 0.1), (100, 0.0)]
     learner.env_steps.assign(50)
     learner.train(_batch())
     assert float(algo.entropy_coeff) == pytest.approx(0.05)
@@ -301,3 +301,59 @@ def test_importance_weights_scale_the_loss_and_td_errors_come_back_per_column(re
     asked = learner.update(learner.place(_batch(4)._replace(wants_back=("td_error",))))
     assert sorted(asked.per_item) == ["mask", "td_error"]
     assert asked.per_item["td_error"].shape == (1, Q * B)
+
+
+def test_new_mutable_settings_survive_the_restore_of_a_checkpoint_made_with_the_old(tmp_path):
+    """ray#62173's class of bug: a checkpoint holds the optimizer's learning rate and the
+    algorithm's mutable settings in variables, so a restore writes the old values over
+    the new ones. After `follow_schedules()` the learner reports the new values, and
+    its update uses them: with one Adam step from the same state on the same batch,
+    the step is exactly proportional to the learning rate."""
+    strategy = tf.distribute.get_strategy()
+    one_step = dict(num_epochs=1, num_minibatches=1, grad_clip=None, seed=5)
+    env = CartPoleBatchedEnv(1)
+
+    def learner(learning_rate, **algorithm_kwargs):
+        algo = PPOAlgorithm(env.time_step_spec(), env.action_spec(), **algorithm_kwargs)
+        return algo, Learner(algo, strategy, learning_rate=learning_rate, **one_step)
+
+    algo, first = learner(1e-3, clip_ratio=0.2, discount=0.99, entropy_coeff=0.01)
+    first.train(_batch(0))
+    saved = tf.train.Checkpoint(algorithm=algo, learner=first).save(str(tmp_path / "ckpt"))
+
+    def one_update_after_the_restore(learning_rate, **algorithm_kwargs):
+        algo, resumed = learner(learning_rate, **algorithm_kwargs)
+        tf.train.Checkpoint(algorithm=algo, learner=resumed).restore(saved).assert_consumed()
+        resumed.follow_schedules()
+        reported = resumed.trains_with()
+        before = [v.numpy().copy() for v in algo.variables_to_train]
+        resumed.train(_batch(1))
+        return reported, [v.numpy() - b for v, b in zip(algo.variables_to_train, before)]
+
+    old, old_step = one_update_after_the_restore(1e-3, clip_ratio=0.2, discount=0.99,
+                                                 entropy_coeff=0.01)
+    new, new_step = one_update_after_the_restore(4e-3, clip_ratio=0.2, discount=0.99,
+                                                 entropy_coeff=0.01)
+    assert old["learning_rate"] == pytest.approx(1e-3)
+    assert new["learning_rate"] == pytest.approx(4e-3)
+    assert max(np.abs(step).max() for step in old_step) > 1e-5  # the update moved them
+    for before, after in zip(old_step, new_step):
+        np.testing.assert_allclose(after, 4 * before, rtol=1e-3, atol=1e-6)  # float32 weights
+    others, _ = one_update_after_the_restore(1e-3, clip_ratio=0.1, discount=0.9,
+                                             entropy_coeff=0.05)
+    assert others == pytest.approx(dict(learning_rate=1e-3, clip_ratio=0.1, discount=0.9,
+                                        entropy_coeff=0.05))
+
+
+def test_set_settings_changes_a_built_run_and_refuses_what_it_cannot_change():
+    algo, learner = _learner(tf.distribute.get_strategy(), learning_rate=1e-3)
+    learner.set_settings({"learning_rate": 2e-3, "clip_ratio": 0.3})
+    assert learner.trains_with()["learning_rate"] == pytest.approx(2e-3)
+    learner.train(_batch(0))  # the update's schedules are the new ones now
+    assert learner.trains_with()["learning_rate"] == pytest.approx(2e-3)
+    assert float(algo.mutable_settings["clip_ratio"].variable.numpy()) == pytest.approx(0.3)
+    with pytest.raises(ValueError, match=r"gae_lambda: not a setting this run can change .*"
+                                         r"mutable: clip_ratio, discount, entropy_coeff, "
+                                         r"learning_rate"):
+        learner.set_settings({"gae_lambda": 0.9, "learning_rate": 5e-3})
+    assert learner.trains_with()["learning_rate"] == pytest.approx(2e-3)  # nothing set

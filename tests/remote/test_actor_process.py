@@ -23,6 +23,7 @@ from alf_async.remote import ActorProcess, ReverbService  # noqa: E402
 from alf_async.remote.actor_process import LearnerGone  # noqa: E402
 from alf_async.remote import weights  # noqa: E402
 from alf_async.remote.weights import IncompatibleWeights  # noqa: E402
+from alf_async.training import assembly  # noqa: E402
 from fakes import (CountingEnv, counters_of, garbage_collector_off, timed_stop,  # noqa: E402
                    weight_policy_for)
 
@@ -58,6 +59,7 @@ class _ActorThread:
         self.actor = ActorProcess(
             address, task,
             lambda ts, a: weight_policy_for(CountingEnv(0), weight_shape, stateless),
+            assembly.run_settings().sizes,  # the learner's, read from gin as the command does
             env_factory=CountingEnv, **dict(dict(pull_interval_secs=0.05,
                                                  server_timeout_secs=1.0,
                                                  connect_timeout_secs=5.0), **settings))

@@ -244,3 +244,20 @@ def test_a_waiting_spare_is_no_fault_target_until_it_is_promoted(tmp_path):
     finally:
         spare.kill()
         spare.wait(timeout=10)
+
+
+def test_a_checkpoint_write_fault_blocks_the_next_two_at_the_runs_recorded_interval(tmp_path):
+    """The interval comes from the run's run_settings.json (no gin text is parsed); a run
+    that has not started yet gives the fault no target."""
+    injector = chaos.Injector(chaos.LaunchTree(os.getpid()), str(tmp_path), random.Random(0),
+                              chaos.RunEvents(str(tmp_path)))
+    (tmp_path / "checkpoints").mkdir()
+    (tmp_path / "checkpoints" / "ckpt-10.index").write_text("")
+    assert not injector.inject("checkpoint_write")  # no run_settings.json yet
+    (tmp_path / "run_settings.json").write_text(json.dumps({"run": {"checkpoint_interval": 5}}))
+    try:
+        assert injector.inject("checkpoint_write")
+        blocked = sorted(p.name for p in (tmp_path / "checkpoints").iterdir() if p.is_dir())
+        assert blocked == ["ckpt-15.index", "ckpt-20.index"]
+    finally:
+        injector.clear_blockers(force=True)

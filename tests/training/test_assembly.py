@@ -6,6 +6,7 @@ import pytest
 from alf_async import config
 
 from alf_async.training import assembly
+from alf_async.training.settings import RunSettings
 import alf_async.training.run  # noqa: F401  registers gin's `train`, which the gin files bind
 from fakes import leaked_driver_threads
 
@@ -33,7 +34,7 @@ def test_bad_settings_are_value_errors_naming_the_setting_before_any_thread(bind
     config.parse_config([os.path.join(ROOT, "gin_configs", "ppo_async.gin")], bindings)
     try:
         with pytest.raises(ValueError, match=message):
-            assembly.build(seed=seed)
+            assembly.build(RunSettings(seed=seed))
     finally:
         gin.clear_config()
     assert not leaked_driver_threads()
@@ -51,8 +52,7 @@ def test_the_update_compiled_ahead_on_a_zeros_batch_is_the_one_the_first_batch_r
     update reuses that compilation (a mismatch would compile it a second time)."""
     config.parse_config([os.path.join(ROOT, "gin_configs", gin_file)], bindings)
     try:
-        algorithm_class = config.configured("alf_async.train.algorithm_class", None)
-        _, learner, driver, loop = assembly.build(algorithm_class, seed=3)
+        _, learner, driver, loop = assembly.build(RunSettings(seed=3))
         example = driver.example_batch()
         assert (example.weights is not None) == driver.batches.weighted
         learner.trace(example)
@@ -84,8 +84,7 @@ def test_a_warm_up_runs_the_update_once_and_puts_every_variable_back(gin_file, b
     zeros to get TensorFlow's first run over with, then leaves no trace of it."""
     config.parse_config([os.path.join(ROOT, "gin_configs", gin_file)], bindings)
     try:
-        algorithm_class = config.configured("alf_async.train.algorithm_class", None)
-        _, learner, driver, _ = assembly.build(algorithm_class, seed=3)
+        _, learner, driver, _ = assembly.build(RunSettings(seed=3))
         example = driver.example_batch()
         learner.trace(example)  # the optimizer's slots exist from here on
         variables = [*learner.variables, *learner.optimizer.variables]

@@ -5,6 +5,7 @@ import signal
 import subprocess
 import sys
 import threading
+import types
 import time
 
 import gin
@@ -14,10 +15,13 @@ import tensorflow as tf
 from tensorboard.backend.event_processing import event_accumulator
 
 from alf_async import events
-from alf_async.training import checkpoints
+from alf_async.training import checkpoints, files
 
+from alf_async.training import assembly
 from alf_async.training import run as run_lib
+from alf_async.training.settings import RunSettings
 from test_assembly import SETTINGS_ERRORS
+from fakes import read_scalars
 from alf_async.environments import CartPoleBatchedEnv
 from alf_async.errors import ThreadError
 
@@ -35,15 +39,6 @@ REQUIRED_TAGS = {
 }
 
 
-def read_scalars(root_dir):
-    """tag -> [(step, value)] from the run's train/ event files."""
-    acc = event_accumulator.EventAccumulator(os.path.join(root_dir, "train"),
-                                             size_guidance={event_accumulator.TENSORS: 0})
-    acc.Reload()
-    return {tag: [(e.step, float(tf.make_ndarray(e.tensor_proto))) for e in acc.Tensors(tag)]
-            for tag in acc.Tags()["tensors"] if not tag.startswith("config/")}
-
-
 def text_tags(root_dir):
     acc = event_accumulator.EventAccumulator(os.path.join(root_dir, "train"))
     acc.Reload()
@@ -53,10 +48,10 @@ def text_tags(root_dir):
 @pytest.mark.slow
 def test_second_run_resumes_counters(tmp_path):
     root = str(tmp_path / "run")
-    first = run_lib.train(root, num_iterations=3, num_env_steps=None, summary_interval=1)
+    first = run_lib.train(root, RunSettings(num_iterations=3, num_env_steps=None, summary_interval=1))
     assert first["iteration"] == 3 and first["env_steps"] == 3 * 4 * 32 * 16  # iterations * Q * T * B
-    second = run_lib.train(root, num_iterations=5, num_env_steps=None, summary_interval=1,
-                           eval_interval=2, num_eval_episodes=3)
+    second = run_lib.train(root, RunSettings(num_iterations=5, num_env_steps=None, summary_interval=1,
+                           eval_interval=2, num_eval_episodes=3))
     assert second["iteration"] == 5
     assert second["env_steps"] == 5 * first["env_steps"] // 3
     assert second["episodes"] >= first["episodes"]
@@ -68,6 +63,12 @@ def test_second_run_resumes_counters(tmp_path):
     assert [s for s, _ in scalars["eval/AverageReturn"]] == [4]
     assert "config/operative_gin" in text_tags(root)
     assert os.path.exists(os.path.join(root, "operative_config.gin"))
+    recorded = files.read_settings(root)  # the records the run was built from, as JSON
+    assert recorded["run"]["num_iterations"] == 5 and recorded["run"]["eval_interval"] == 2
+    assert recorded["run"]["algorithm_class"] == "PPOAlgorithm"
+    assert recorded["sizes"] == dict(num_envs=4, num_actor_queues=1, unroll_length=32,
+                                     learn_queue_cap=4, actor_queue_cap=2)
+    assert recorded["env"] == dict(env_name="CartPole-v1", num_parallel_environments=16)
     gif = tmp_path / "episode.gif"
     play = subprocess.run([sys.executable, "-m", "alf_async.play", f"--root_dir={root}",
                            "--num_episodes=3", f"--gif={gif}"], cwd=ROOT,
@@ -128,30 +129,30 @@ def test_a_warm_spare_builds_ahead_only_when_building_touches_nothing_of_the_run
         monkeypatch):
     """A buffer kept on disk is read, and a multi-worker learner's port bound, while
     building: a spare must not do either before the learner it replaces is gone."""
-    from alf_async.batches import replay_buffer  # noqa: F401  registers ReplayBuffer
     monkeypatch.delenv("TF_CONFIG", raising=False)
-    assert not run_lib._build_touches_the_run()  # pylint: disable=protected-access
+    touches = lambda: run_lib._build_touches_the_run(assembly.run_settings())  # noqa: E731  # pylint: disable=protected-access
+    assert not touches()
     gin.bind_parameter("alf_async.ReplayBuffer.save_buffer", True)
     try:
-        assert run_lib._build_touches_the_run()  # pylint: disable=protected-access
+        assert touches()
     finally:
         gin.clear_config()
     monkeypatch.setenv("TF_CONFIG", '{"cluster": {}}')
-    assert run_lib._build_touches_the_run()  # pylint: disable=protected-access
+    assert touches()
 
 
 @pytest.mark.slow
 def test_a_finished_run_keeps_its_result_and_a_raised_budget_continues_it(tmp_path):
     root = str(tmp_path / "run")
     kwargs = dict(num_env_steps=None, summary_interval=10, report_return=15.0)
-    first = run_lib.train(root, num_iterations=3, **kwargs)
+    first = run_lib.train(root, RunSettings(num_iterations=3, **kwargs))
     assert first["env_steps_to_report_return"] is not None  # random play averages ~22
     result_file = os.path.join(root, "result.json")
     written = open(result_file).read()
-    again = run_lib.train(root, num_iterations=3, **kwargs)
+    again = run_lib.train(root, RunSettings(num_iterations=3, **kwargs))
     assert again == json.loads(written) and open(result_file).read() == written
     assert tf.train.latest_checkpoint(os.path.join(root, "checkpoints")).endswith("ckpt-3")
-    more = run_lib.train(root, num_iterations=5, **kwargs)
+    more = run_lib.train(root, RunSettings(num_iterations=5, **kwargs))
     assert more["iteration"] == 5
     for key in ("env_steps_to_report_return", "seconds_to_report_return"):
         assert more[key] == first[key], key  # the first crossing, not the resumed part's
@@ -566,9 +567,9 @@ def test_stopping_and_resuming_ends_where_one_straight_run_ends(tmp_path):
         gin.bind_parameter("alf_async.Learner.learning_rate", [(0, 1e-3), (20000, 1e-4)])
     try:
         kwargs = dict(num_env_steps=None, summary_interval=1)
-        run_lib.train(str(tmp_path / "resumed"), num_iterations=2, **kwargs)
-        resumed = run_lib.train(str(tmp_path / "resumed"), num_iterations=4, **kwargs)
-        straight = run_lib.train(str(tmp_path / "straight"), num_iterations=4, **kwargs)
+        run_lib.train(str(tmp_path / "resumed"), RunSettings(num_iterations=2, **kwargs))
+        resumed = run_lib.train(str(tmp_path / "resumed"), RunSettings(num_iterations=4, **kwargs))
+        straight = run_lib.train(str(tmp_path / "straight"), RunSettings(num_iterations=4, **kwargs))
     finally:
         gin.clear_config()
     for key in ("iteration", "env_steps", "optimizer_steps", "learning_rate"):
@@ -595,14 +596,14 @@ class _BreakingCartPole(CartPoleBatchedEnv):
 @pytest.mark.slow
 def test_env_error_stops_training_and_keeps_the_last_checkpoint(tmp_path):
     root = str(tmp_path / "run")
-    run_lib.train(root, num_iterations=2, num_env_steps=None, checkpoint_interval=1)
+    run_lib.train(root, RunSettings(num_iterations=2, num_env_steps=None, checkpoint_interval=1))
     saved = tf.train.latest_checkpoint(os.path.join(root, "checkpoints"))
     with gin.unlock_config():
         gin.bind_parameter("create_environment.env_load_fn",
                            lambda name, n, seed: _BreakingCartPole(n, seed))
     try:
         with pytest.raises(ThreadError, match=r"EnvThread\d failed: RuntimeError: sub-env broke"):
-            run_lib.train(root, num_iterations=1000, num_env_steps=None)
+            run_lib.train(root, RunSettings(num_iterations=1000, num_env_steps=None))
     finally:
         gin.clear_config()
     assert tf.train.latest_checkpoint(os.path.join(root, "checkpoints")) == saved
@@ -625,11 +626,11 @@ def _tear(path):
 @pytest.mark.slow
 def test_a_torn_latest_checkpoint_resumes_from_the_newest_readable_one(tmp_path, caplog):
     root = str(tmp_path / "run")
-    run_lib.train(root, num_iterations=2, num_env_steps=None, checkpoint_interval=1)
+    run_lib.train(root, RunSettings(num_iterations=2, num_env_steps=None, checkpoint_interval=1))
     for path in _checkpoint_files(root, 2):
         _tear(path)
     caplog.set_level("INFO", logger="absl")
-    result = run_lib.train(root, num_iterations=3, num_env_steps=None, checkpoint_interval=1)
+    result = run_lib.train(root, RunSettings(num_iterations=3, num_env_steps=None, checkpoint_interval=1))
     warnings = [r.getMessage() for r in caplog.records if "cannot be read" in r.getMessage()]
     assert len(warnings) == 1 and "ckpt-2 cannot be read" in warnings[0]
     assert re.search(r"Resumed from .*ckpt-1 at iteration 1$", caplog.text, re.M)
@@ -639,11 +640,11 @@ def test_a_torn_latest_checkpoint_resumes_from_the_newest_readable_one(tmp_path,
 @pytest.mark.slow
 def test_no_readable_checkpoint_is_one_error_not_a_silent_fresh_start(tmp_path):
     root = str(tmp_path / "run")
-    run_lib.train(root, num_iterations=1, num_env_steps=None, checkpoint_interval=1)
+    run_lib.train(root, RunSettings(num_iterations=1, num_env_steps=None, checkpoint_interval=1))
     for path in _checkpoint_files(root, 1):
         _tear(path)
     with pytest.raises(ValueError, match=r"none of the 1 checkpoints in .* can be read"):
-        run_lib.train(root, num_iterations=3, num_env_steps=None)
+        run_lib.train(root, RunSettings(num_iterations=3, num_env_steps=None))
 
 
 def _block_checkpoint(root, number):
@@ -654,12 +655,12 @@ def _block_checkpoint(root, number):
 @pytest.mark.slow
 def test_a_failed_checkpoint_write_is_retried_and_the_previous_one_stays(tmp_path, caplog):
     root = str(tmp_path / "run")
-    run_lib.train(root, num_iterations=1, num_env_steps=None, checkpoint_interval=1)
+    run_lib.train(root, RunSettings(num_iterations=1, num_env_steps=None, checkpoint_interval=1))
     _block_checkpoint(root, 2)
     events.configure(root, "learner")
     try:
-        result = run_lib.train(root, num_iterations=3, num_env_steps=None,
-                               checkpoint_interval=1, checkpoint_retries=1)
+        result = run_lib.train(root, RunSettings(num_iterations=3, num_env_steps=None,
+                               checkpoint_interval=1, checkpoint_retries=1))
     finally:
         events.configure(None, "learner")
     failed = [e for e in events.read_events(root) if e["event"] == "checkpoint_failed"]
@@ -676,12 +677,12 @@ def test_a_failed_checkpoint_write_is_retried_and_the_previous_one_stays(tmp_pat
 @pytest.mark.slow
 def test_checkpoint_failures_past_the_retries_stop_training_with_one_line(tmp_path):
     root = str(tmp_path / "run")
-    run_lib.train(root, num_iterations=1, num_env_steps=None, checkpoint_interval=1)
+    run_lib.train(root, RunSettings(num_iterations=1, num_env_steps=None, checkpoint_interval=1))
     _block_checkpoint(root, 2)
     with pytest.raises(checkpoints.CheckpointWriteError,
                        match="the checkpoint of iteration 2 could not be written"):
-        run_lib.train(root, num_iterations=5, num_env_steps=None, checkpoint_interval=1,
-                      checkpoint_retries=0)
+        run_lib.train(root, RunSettings(num_iterations=5, num_env_steps=None, checkpoint_interval=1,
+                      checkpoint_retries=0))
     assert checkpoints.saved_checkpoints(os.path.join(root, "checkpoints"))[0].endswith(
         "ckpt-1")
     assert checkpoints.unreadable(os.path.join(root, "checkpoints", "ckpt-1")) is None
@@ -718,7 +719,7 @@ def test_two_worker_learner_trains_in_step_and_only_the_chief_writes(tmp_path):
             for log in logs]
     assert done[0] == done[1] == ("4", str(4 * 2 * 2 * 8 * 8))  # both workers' batches count
     assert sorted(os.listdir(root)) == ["checkpoints", "events", "operative_config.gin",
-                                         "policy", "result.json", "train"]
+                                         "policy", "result.json", "run_settings.json", "train"]
     assert len(os.listdir(root / "events")) == 2  # run events: each process its own file
     assert tf.train.latest_checkpoint(str(root / "checkpoints")).endswith("ckpt-4")
     assert len(os.listdir(root / "train")) == 1  # one event file: the chief's
@@ -733,14 +734,15 @@ def test_a_spare_promoted_while_it_built_becomes_its_command_once(monkeypatch):
     gate, calls = threading.Event(), []
     monkeypatch.setattr(promotion, "_gate", gate)
     monkeypatch.setattr(promotion, "_on_promotion", lambda: calls.append("become"))
-    monkeypatch.setattr(run_lib, "_build_touches_the_run", lambda: False)
+    monkeypatch.setattr(run_lib, "_build_touches_the_run", lambda settings: False)
     monkeypatch.setattr(run_lib, "build", lambda *args: (gate.set(), "learner", "driver", None))
 
     class _Timeline:
         def mark(self, name):
             calls.append(name)
 
-    built = run_lib._build(None, None, None, "/nowhere", _Timeline())  # pylint: disable=protected-access
+    settings = types.SimpleNamespace(run=None)
+    built = run_lib._build(settings, "/nowhere", _Timeline())  # pylint: disable=protected-access
     assert built[1:3] == ("learner", "driver")
     assert calls == ["become"]  # no warm-up: it was promoted already
     promotion.await_promotion()

@@ -1,0 +1,89 @@
+"""The run's settings records: read from gin once, by assembly only; their JSON file."""
+
+import dataclasses
+import os
+import re
+
+import gin
+import pytest
+
+from alf_async.algorithms import ImpalaAlgorithm
+from alf_async.drivers import DriverSizes
+from alf_async.training import assembly, files
+from alf_async.training.settings import RunSettings, write_settings
+from fakes import gin_bound
+
+PACKAGE = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))), "alf_async")
+# Who may read gin's bindings of a setting: assembly (for every component).
+GIN_READERS = {"training/assembly.py"}
+# Who may open the operative config: its writer; `play`, which parses it back into gin
+# to rebuild the run's env (as the command's flags would); the experiment report's
+# provenance check, which compares a cell's own gin bindings with it. Values a tool
+# reads from a run (env, budget, intervals) come from run_settings.json.
+OPERATIVE_CONFIG_READERS = {"training/checkpoints.py", "play.py", "experiments/report.py"}
+
+
+def _sources():
+    for folder, _, names in os.walk(PACKAGE):
+        for name in names:
+            if name.endswith(".py"):
+                path = os.path.join(folder, name)
+                with open(path) as f:
+                    yield os.path.relpath(path, PACKAGE), f.read()
+
+
+def test_no_module_but_assembly_reads_another_components_setting_through_gin():
+    """A setting read sideways by its gin name breaks without an error when it is
+    renamed; every reader gets its record from its caller instead."""
+    sources = dict(_sources())
+    assert len(sources) > 80  # the walk found the package
+    readers = {path for path, text in sources.items()
+               if re.search(r"gin\.(query_parameter|get_bindings)\(", text)}
+    assert readers == GIN_READERS
+    operative = {path for path, text in sources.items() if "operative_config.gin" in text}
+    assert operative <= OPERATIVE_CONFIG_READERS, operative - OPERATIVE_CONFIG_READERS
+
+
+def test_the_records_are_built_from_gin_with_the_components_defaults():
+    with gin_bound({"AsyncOffPolicyDriver.num_envs": 6,
+                    "AsyncOffPolicyDriver.learn_queue_cap": 12,
+                    "AsyncOffPolicyDriver.exp_replayer": "uniform",
+                    "ReplayBuffer.save_buffer": True,
+                    "create_environment.env_name": "Acrobot-v1",
+                    "train.algorithm_class": ImpalaAlgorithm,
+                    "train.num_env_steps": 5000, "train.seed": 7}):
+        settings = assembly.run_settings()
+    assert settings.sizes == DriverSizes(num_envs=6, num_actor_queues=1, unroll_length=32,
+                                         learn_queue_cap=12, actor_queue_cap=2)
+    assert settings.replay.exp_replayer == "uniform" and settings.replay.keeps_state
+    assert settings.env.env_name == "Acrobot-v1" and settings.env.num_parallel_environments == 16
+    assert settings.run.algorithm_class is ImpalaAlgorithm
+    assert (settings.run.num_env_steps, settings.run.seed) == (5000, 7)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        settings.run.seed = 8  # type: ignore[misc]
+    unbound = assembly.run_settings(RunSettings(seed=3))
+    assert unbound.run.seed == 3 and unbound.run.num_env_steps == 1_000_000
+    assert not unbound.replay.keeps_state
+
+
+def test_run_settings_json_holds_every_record_and_names_the_algorithm(tmp_path):
+    with gin_bound({"train.checkpoint_interval": 25}):
+        settings = assembly.run_settings()
+    assert files.read_settings(str(tmp_path)) is None  # not started
+    write_settings(str(tmp_path), settings)
+    recorded = files.read_settings(str(tmp_path))
+    assert set(recorded) == {"run", "sizes", "replay", "env"}
+    assert recorded["run"]["checkpoint_interval"] == 25
+    assert recorded["run"]["algorithm_class"] == "PPOAlgorithm"
+    assert recorded["sizes"]["unroll_length"] == 32
+
+
+def test_gin_files_keep_binding_train_as_before():
+    """`train.*` in every gin file now binds `RunSettings`; a wrong name is still an error
+    naming it."""
+    with gin_bound({}):
+        gin.parse_config(["train.num_env_steps = 123"])
+        assert RunSettings().num_env_steps == 123
+        with pytest.raises(ValueError, match="no_such_setting"):
+            gin.parse_config(["train.no_such_setting = 1"])
