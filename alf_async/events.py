@@ -114,8 +114,9 @@ class EventLog:
 
 class _LocalFiles:
     """The file operations events need, on a local path (no TensorFlow)."""
-    exists, isdir, listdir, open = (staticmethod(os.path.exists), staticmethod(os.path.isdir),
-                                    staticmethod(os.listdir), staticmethod(open))
+    exists, isdir, listdir, open, size = (
+        staticmethod(os.path.exists), staticmethod(os.path.isdir), staticmethod(os.listdir),
+        staticmethod(open), staticmethod(os.path.getsize))
 
     @staticmethod
     def makedirs(path: str) -> None:
@@ -135,6 +136,9 @@ class _GFiles:
         self.exists, self.isdir, self.listdir = (tf.io.gfile.exists, tf.io.gfile.isdir,
                                                  tf.io.gfile.listdir)
         self.makedirs, self.open = tf.io.gfile.makedirs, tf.io.gfile.GFile
+
+    def size(self, path: str) -> int:
+        return self._gfile.stat(path).length
 
     def rename(self, source: str, target: str) -> None:
         self._gfile.rename(source, target, overwrite=True)
@@ -194,21 +198,54 @@ def announce() -> None:
         emit("started", command=command)
 
 
+class EventReader:
+    """Every process's events under `root_dir`, each file read again only where it
+    grew: a tool that polls a running run (the chaos injector) reads each event once.
+
+    Thread-safety: one caller at a time.
+    """
+
+    def __init__(self, root_dir: str):
+        self._files = _files(root_dir)
+        self._folder = os.path.join(root_dir, DIRECTORY)
+        self._read: Dict[str, Tuple[int, List[dict]]] = {}  # name: (size, its events)
+
+    def __call__(self, event: Optional[str] = None, since: float = 0.0) -> List[dict]:
+        """The events (of kind `event`, after time `since`), in time order (a line
+        torn by a crash of the file system is skipped)."""
+        if self._files.isdir(self._folder):
+            for name in sorted(self._files.listdir(self._folder)):
+                if name.endswith(".jsonl"):
+                    self._update(name)
+        found = [e for _, read in self._read.values() for e in read
+                 if (event is None or e["event"] == event) and e["time"] > since]
+        return sorted(found, key=lambda e: e["time"])
+
+    def _update(self, name: str) -> None:
+        path = os.path.join(self._folder, name)
+        try:
+            size = self._files.size(path)
+            if self._read.get(name, (None,))[0] == size:
+                return
+            with self._files.open(path) as lines:
+                read = _parse(lines)
+        except Exception:  # pylint: disable=broad-except  # gone meanwhile: OSError, OpError
+            return
+        self._read[name] = (size, read)
+
+
+def _parse(lines) -> List[dict]:
+    """The events of a file's lines; a line torn by a crash is skipped."""
+    read = []
+    for line in lines:
+        try:
+            read.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return read
+
+
 def read_events(root_dir: str) -> List[dict]:
     """Every process's events under `root_dir`, in time order (a line torn by a
     crash of the file system is skipped)."""
-    files = _files(root_dir)
-    folder = os.path.join(root_dir, DIRECTORY)
-    if not files.isdir(folder):
-        return []
-    events = []
-    for name in sorted(files.listdir(folder)):
-        if not name.endswith(".jsonl"):
-            continue
-        with files.open(os.path.join(folder, name)) as lines:
-            for line in lines:
-                try:
-                    events.append(json.loads(line))
-                except json.JSONDecodeError:
-                    continue
-    return sorted(events, key=lambda e: e["time"])
+    return EventReader(root_dir)()

@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import gin
 import pytest
@@ -154,3 +155,20 @@ def test_a_spares_events_start_at_its_promotion_and_an_unpromoted_one_writes_non
         with events.lifetime(str(unpromoted), "learner", "train", held=True):
             raise SystemExit(0)  # dropped by its supervisor before the word
     assert events.read_events(str(unpromoted)) == []
+
+
+def test_an_event_reader_polling_a_run_sees_new_events_and_skips_a_torn_line(tmp_path):
+    """What the injector polls every 0.1 s: new events show, a torn line is skipped."""
+    learner = events.EventLog(str(tmp_path), "learner", pid=7)
+    read = events.EventReader(str(tmp_path))
+    assert read() == []
+    learner.emit("progress", iteration=1, env_steps=2048, average_return=None)
+    mark = time.time()
+    assert [e["iteration"] for e in read("progress")] == [1]
+    learner.emit("progress", iteration=2, env_steps=4096, average_return=10.0)
+    learner.emit("checkpoint_failed", iteration=2, error="ckpt-2 could not be written")
+    assert [e["iteration"] for e in read("progress", since=mark)] == [2]
+    assert len(read("checkpoint_failed")) == 1 and len(read()) == 3
+    with open(tmp_path / "events" / "actor_0-9.jsonl", "w") as torn:
+        torn.write('{"time": 1, "event": "started"')  # cut by a crash
+    assert len(read()) == 3

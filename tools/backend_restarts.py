@@ -35,7 +35,7 @@ from typing import Dict, List
 
 from absl import app, flags
 
-from alf_async.supervision.chaos import LaunchTree, _proc_table
+from alf_async.supervision.faults import LaunchTree, proc_table
 
 FLAGS = flags.FLAGS
 WAIT_SECS = 240.0  # any one wait, at most
@@ -83,7 +83,7 @@ def _rss_mib(pids) -> float:
 
 
 def _memory(launch_pid: int) -> Dict[str, float]:
-    table = _proc_table()
+    table = proc_table()
     below, grew = {launch_pid}, True
     while grew:
         more = {pid for pid, (ppid, _, _) in table.items() if ppid in below} - below
@@ -112,7 +112,7 @@ def measure(config: str, root: str) -> Dict[str, float]:
         _wait(_reader(os.path.join(root, "checkpoints", "checkpoint")), "ckpt", 0, proc)
         figures["learner_restart_s"] = _restart(proc, read, tree.learner(), _PROGRESS)
         actor_log = _reader(os.path.join(root, "logs", "actor_0.log"))
-        actor = next(pid for pid in tree.actors() if "--task=0" in _proc_table()[pid][2])
+        actor = next(pid for pid in tree.actors() if "--task=0" in proc_table()[pid][2])
         figures["actor_restart_s"] = _restart(proc, actor_log, actor, r"weights of update \d+")
         return figures
     finally:

@@ -11,5 +11,7 @@ to prove it. The command that starts a supervised run is `python -m alf_async.la
   simulated nodes on this host, for chaos runs and tests.
 - `spare.py`: warm spares, a command imported ahead and promoted on a restart.
 - `chaos.py`: `python -m alf_async.supervision.chaos`, seeded faults around a
-  launch and the ledger of what they did.
+  launch; `faults.py`: the fault kinds, their schedule, the run's processes and
+  the injector; `chaos_ledger.py`: what a run and its faults came to, from its
+  events.
 """
