@@ -140,6 +140,23 @@ class Priorities:
         return mixed
 
 
+    def window_priorities(self, per_item: dict, num_items: int,
+                          windows_per_item: int) -> np.ndarray:
+        """`[S]` item priorities from the per-window terms of S items' windows.
+
+        Args:
+            per_item: `{"td_error": [K, S * W], "mask": [K, S * W]}`: K samples
+                per window, window `i * W + w` the w-th of item i.
+            num_items: S.
+            windows_per_item: W (a sequence: 1, its K the trained steps).
+        """
+        def by_item(x):  # [K, S * W] -> [S, W * K]
+            x = np.asarray(x).reshape(-1, num_items, windows_per_item)
+            return np.moveaxis(x, 1, 0).reshape(num_items, -1)
+
+        return self.item_priorities(by_item(per_item["td_error"]), by_item(per_item["mask"]))
+
+
 class PriorityUpdates:
     """Pending priority updates of a prioritized replay table.
 

@@ -17,7 +17,7 @@ from alf_async.algorithms.schedules import Schedule
 
 
 @gin.configurable(module="alf_async")
-class PrioritizedReplayBatches(UniformReplayBatches):
+class PrioritizedReplayBatches:
     """Prioritized replay (`exp_replayer='prioritized'`) in a `ReplayBuffer`.
 
     Each learn batch is `batch_size / T` segments drawn with probability
@@ -35,6 +35,9 @@ class PrioritizedReplayBatches(UniformReplayBatches):
     `ReplayBuffer`'s settings; with `ReplayBuffer.save_buffer` the priorities
     are saved and restored with the items, and beta follows the learner's env
     steps (checkpointed), so both survive a restart.
+
+    It is a `UniformReplayBatches` (the windows, the writer thread) given the
+    priorities, with importance weights on every batch and the port back.
 
     Thread-safety: as `UniformReplayBatches`; `after_update()` is called by
     the trainer's thread while the prefetch thread may sample and the
@@ -81,22 +84,28 @@ class PrioritizedReplayBatches(UniformReplayBatches):
                                      priority_replay_eps, priority_replay_eta, new_items)
         self._algorithm = algorithm
         self._insert_terms = tf.function(self._td_errors, autograph=False)
-        super().__init__(unroll_spec, algorithm, should_stop, replay_dir, self.priorities,
-                         self._computed_priorities if new_items == "td_error" else None)
+        self._sampled = UniformReplayBatches(
+            unroll_spec, algorithm, should_stop, replay_dir, self.priorities,
+            self._computed_priorities if new_items == "td_error" else None)
+        self.replay = self._sampled.replay
         self._env_steps = env_steps
         self._updates = PriorityUpdates(self._item_priorities,
                                         self.replay.table.update_priorities)
 
+    def shape(self, unroll_length: int, batch_size: int) -> tuple:
+        """`(Q', T', 1)`, as uniform replay's."""
+        return self._sampled.shape(unroll_length, batch_size)
+
     def threads(self, coord: tf.train.Coordinator, queues) -> list:
         """The replay writer thread, and the thread that writes priorities back."""
-        return [*super().threads(coord, queues),
+        return [*self._sampled.threads(coord, queues),
                 PriorityWriterThread("PriorityWriterThread", coord, queues.close_all,
                                      self._updates)]
 
     def next(self, updates_ahead: int = 0) -> Optional[LearnBatch]:
         """A learn batch of every window of `batch_size / T` sampled segments, with
         `weights` `[batch_size, 1]` (each window its segment's); None once stopped."""
-        batch = super().next(updates_ahead)
+        batch = self._sampled.next(updates_ahead)
         if batch is None:
             return None
         items = batch.items
@@ -123,14 +132,9 @@ class PrioritizedReplayBatches(UniformReplayBatches):
         self._updates.write()
 
     def _item_priorities(self, per_item, num_items: int) -> np.ndarray:
-        """`[S]` priorities from `{"td_error", "mask"}` `[K, S * W]` (window i * W + w)."""
-        steps = self.replay.windows_per_item
-
-        def by_item(x):  # [K, S * W] -> [S, W * K]
-            return np.moveaxis(x.reshape(-1, num_items, steps), 1, 0).reshape(num_items, -1)
-
-        return self.priorities.item_priorities(by_item(per_item["td_error"]),
-                                               by_item(per_item["mask"]))
+        """`[S]` priorities from `{"td_error", "mask"}` `[K, S * W]`."""
+        return self.priorities.window_priorities(per_item, num_items,
+                                                 self.replay.windows_per_item)
 
     def _computed_priorities(self, segments: List[Segment]) -> np.ndarray:
         """`[S]` priorities of new segments from their TD errors (writer thread)."""
@@ -146,13 +150,16 @@ class PrioritizedReplayBatches(UniformReplayBatches):
         return per_item_terms(self._algorithm, samples, tf.shape(experience.log_prob)[0],
                               self.wants_back)
 
+    def diagnose(self) -> str:
+        return self._sampled.diagnose()
+
     def describe(self, unused_env_steps: int) -> str:
         replay = self.replay
         return (f"prioritized replay (alpha {self.priorities.alpha:g}) at "
                 f"{replay.replay_ratio:g} windows per env step: {replay.describe_batch()}")
 
     def summaries(self) -> dict:
-        return {**super().summaries(),
+        return {**self._sampled.summaries(),
                 "replay/priority_beta": self.priorities.beta(self._env_steps()),
                 "replay/max_priority": self.priorities.max_priority,
                 "replay/priority_updates": self._updates.written_items}
@@ -161,7 +168,7 @@ class PrioritizedReplayBatches(UniformReplayBatches):
         """With `ReplayBuffer.save_buffer`, saves the buffer with every priority
         handed over so far."""
         self.write_priorities()
-        super().save()
+        self._sampled.save()
 
     def close(self) -> None:
         """Writes the priorities handed over (a buffer saved at close holds them),
@@ -172,4 +179,4 @@ class PrioritizedReplayBatches(UniformReplayBatches):
         except Exception as error:  # pylint: disable=broad-except
             logging.warning("PrioritizedReplayBatches: the last priority updates were not "
                             "written: %s", error)
-        super().close()
+        self._sampled.close()

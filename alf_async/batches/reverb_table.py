@@ -54,7 +54,7 @@ class ReverbTable:
     Thread-safety: as `ReplayTable`.
     """
 
-    NAME = "uniform_replay"
+    NAME = "replay"  # the Reverb table (uniform or prioritized sampling)
     _POLL_MS = 200  # longest a wait goes without checking for a stop
 
     def __init__(self, item_spec: Any, settings: TableSettings, cut: Callable,
