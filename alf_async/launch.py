@@ -38,8 +38,8 @@ from absl import flags, logging
 
 from alf_async import config, events
 from alf_async.supervision.backend import Backend
-from alf_async.supervision.commands import LearnerWorker, child_specs, free_ports, log_dir
-from alf_async.supervision.local import LocalBackend
+from alf_async.supervision.backends import BACKENDS, LaunchSettings, make_backend
+from alf_async.supervision.commands import LearnerWorker, child_specs, log_dir
 from alf_async.supervision.spare import can_wait_idle
 from alf_async.supervision.supervisor import ChildSpec, RestartPolicy, Supervisor
 from alf_async.training.signals import SignalStop
@@ -66,8 +66,9 @@ flags.DEFINE_integer("learner_spares", 1, "With --warm_spares, the learner's spa
                      "busy 2-core machine), at the memory of one more built learner.")
 flags.DEFINE_integer("actor_spares", 1, "With --warm_spares, each actor's spares kept "
                      "ready (0 or 1; imports only, at idle priority).")
-flags.DEFINE_enum("backend", "local", ["local", "ray"], "Where the processes run: "
-                  "subprocesses of this launch, or Ray actors on a Ray cluster.")
+flags.DEFINE_string("backend", "local", "Where the processes run, a name in "
+                    f"supervision.backends.BACKENDS ({', '.join(sorted(BACKENDS))}): local, "
+                    "subprocesses of this launch; ray, Ray actors on a Ray cluster.")
 flags.DEFINE_string("address", None, "--backend=ray: the cluster to join ('auto' or "
                     "HOST:PORT); None: a Ray of its own on this host, shut down at the end.")
 flags.DEFINE_string("learner_resources", "{}", "--backend=ray: the learner's Ray resources, "
@@ -100,6 +101,9 @@ def _run_dir(root_dir: str) -> str:
 def _check_flags() -> RestartPolicy:
     """The restart policy of the flags; exits 2 with one line for a bad flag."""
     try:
+        if FLAGS.backend not in BACKENDS:
+            raise ValueError(f"--backend must be one of {', '.join(sorted(BACKENDS))}, got "
+                             f"{FLAGS.backend!r}")
         if FLAGS.backend == "local" and FLAGS.address:
             raise ValueError("--address needs --backend=ray")
         _resources("learner_resources"), _resources("actor_resources")
@@ -143,22 +147,13 @@ def _servers(workers: List[LearnerWorker]) -> str:
     return servers if len(workers) == 1 else f"{len(workers)} workers ({servers})"
 
 
-def _local_specs(root_dir: str) -> Tuple[Backend, List[ChildSpec], str]:
-    count = FLAGS.learner_workers
-    ports = free_ports(2 * count)
-    workers = [LearnerWorker("127.0.0.1", FLAGS.port if not i and FLAGS.port else ports[2 * i],
-                             ports[2 * i + 1]) for i in range(count)]
-    return LocalBackend(), _specs(root_dir, workers), _servers(workers)
-
-
-def _ray_specs(root_dir: str) -> Tuple[Backend, List[ChildSpec], str]:
-    """The Ray backend, connected, with the learner's hosts placed (each node's
-    address is its actors' server); ValueError for a bad setting."""
-    from alf_async.supervision import ray_backend  # pylint: disable=import-outside-toplevel
-    backend = ray_backend.RayBackend(FLAGS.address, _resources("learner_resources"),
-                                     _resources("actor_resources"), FLAGS.max_restarts,
-                                     FLAGS.learner_workers,
-                                     reports=os.path.join(log_dir(root_dir), "ray.log"))
+def _backend_and_specs(root_dir: str) -> Tuple[Backend, List[ChildSpec], str]:
+    """The backend of `--backend`, made and connected, with the learner's workers
+    placed (each one's address is its actors' server); ValueError for a bad setting."""
+    backend = make_backend(FLAGS.backend, LaunchSettings(
+        FLAGS.address, _resources("learner_resources"), _resources("actor_resources"),
+        FLAGS.max_restarts, FLAGS.learner_workers,
+        reports=os.path.join(log_dir(root_dir), "ray.log")))
     try:
         workers = [LearnerWorker(*backend.place_learner(
             "learner" if not i else f"learner {i}", root_dir, 0 if i else FLAGS.port))
@@ -174,8 +169,7 @@ def main(argv) -> None:
     policy = _check_flags()
     try:
         root_dir = _run_dir(FLAGS.root_dir)
-        make = _ray_specs if FLAGS.backend == "ray" else _local_specs
-        backend, specs, servers = make(root_dir)
+        backend, specs, servers = _backend_and_specs(root_dir)
     except ValueError as error:
         logging.error("Bad setting: %s", error)
         sys.exit(2)

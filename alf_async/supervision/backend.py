@@ -3,7 +3,7 @@
 A `Backend` starts the command of a `ChildSpec` and hands back a `Process`
 that the `Supervisor` polls, signals and reaps; it keeps each command's warm
 spare (`spare.py`) where the command runs, and starts a restart from it.
-Two implement it:
+Two implement it, registered by name in `backends.BACKENDS`:
 
 - `local.LocalBackend`: subprocesses of the launch on this host (the default);
 - `ray_backend.RayBackend`: each process hosted by a Ray actor on a node of a
@@ -15,7 +15,7 @@ both. Thread-safety: both are driven from the supervisor's one thread.
 """
 
 import dataclasses
-from typing import Optional, Protocol, Sequence, runtime_checkable
+from typing import Optional, Protocol, Sequence, Tuple, runtime_checkable
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,6 +83,15 @@ class Backend(Protocol):
 
     def drop_spares(self, wait: bool) -> None:
         """SIGKILLs every spare (at normal priority); with `wait`, reaps them too."""
+
+    def place_learner(self, name: str, root_dir: str, port: int) -> Tuple[str, int, int]:
+        """Places learner worker `name` before anything starts; returns the address its
+        actors dial, its Reverb port (`port`; 0: a free one there) and a free
+        all-reduce port there.
+
+        Raises:
+            ValueError: it cannot be placed, or cannot write `root_dir` there.
+        """
 
     def close(self) -> None:
         """Releases every host and cluster this backend started (not the commands:

@@ -23,6 +23,7 @@ from absl import logging
 
 from alf_async.supervision import spare as spare_lib
 from alf_async.supervision.backend import ChildSpec
+from alf_async.supervision.commands import free_ports
 
 _PR_SET_PDEATHSIG = 1
 
@@ -148,6 +149,20 @@ class LocalBackend:
 
     def __init__(self):
         self.spares = Spares()
+        self._ports_given = set()  # to the learner's workers: each port once
+
+    def place_learner(self, name: str, root_dir: str, port: int) -> tuple:
+        """On this host (127.0.0.1, which the launch checked it can write `root_dir`
+        from): `port` or a free one, and a free all-reduce port, none given before."""
+        del name, root_dir
+        ports = [port] if port else []
+        for candidate in free_ports(8):  # free now, and apart from those given before
+            if len(ports) < 2 and candidate not in self._ports_given and candidate != port:
+                ports.append(candidate)
+        if len(ports) < 2:
+            raise ValueError("no free TCP port on 127.0.0.1 for the learner")
+        self._ports_given.update(ports)
+        return ("127.0.0.1", *ports)
 
     def start(self, spec: ChildSpec) -> LocalProcess:
         return self.spares.promote(spec.name) or LocalProcess(
