@@ -60,5 +60,6 @@ class ScheduledValue:
         self.follow(env_steps)
 
     def value(self) -> float:
-        """The value the variable holds now: what the next update uses."""
-        return float(self.variable.numpy())
+        """The value the variable holds now: what the next update uses (the shortest
+        decimal of that float32: 0.2855, not 0.2854999899864197)."""
+        return float(str(np.float32(self.variable.numpy())))
