@@ -37,7 +37,10 @@ KINDS: Dict[str, Tuple[str, ...]] = {
     "resumed": ("iteration", "env_steps"),  # the learner restored a checkpoint
     # the mutable settings' values the learner trains with, read from its live optimizer
     # and algorithm (at every start and resume, after the restore)
-    "trains_with": ("iteration", "env_steps", "settings"),
+    "trains_with": ("iteration", "env_steps", "settings", "weights"),
+    # the learner's final checkpoint at the end of a run: `weights` as in trains_with,
+    # a digest of the algorithm's variables but the mutable settings'
+    "weights_saved": ("iteration", "env_steps", "weights"),
     "checkpointed": ("iteration", "env_steps"),  # the learner wrote one
     "checkpoint_failed": ("iteration", "error"),  # a write failed; the previous one stays
     "progress": ("iteration", "env_steps", "average_return"),  # the learner's console line
@@ -47,6 +50,9 @@ KINDS: Dict[str, Tuple[str, ...]] = {
     "env_exception_survived": ("env", "error"),  # an env was rebuilt
     "unroll_duplicated": ("task", "unroll"),  # an actor's unroll reached the learner again
     "stopped": ("status",),  # the process's exit status
+    # population-based training (`python -m alf_async.pbt`, in ROOT/events):
+    "member_ready": ("member", "generation", "env_steps", "score"),  # at a ready point
+    "member_exploited": ("member", "source", "generation", "settings"),  # copied, explored
 }
 MAX_PER_FILE = 1000
 DIRECTORY = "events"
@@ -228,14 +234,15 @@ class EventReader:
             if self._read.get(name, (None,))[0] == size:
                 return
             with self._files.open(path) as lines:
-                read = _parse(lines)
+                read = parse_lines(lines)
         except Exception:  # pylint: disable=broad-except  # gone meanwhile: OSError, OpError
             return
         self._read[name] = (size, read)
 
 
-def _parse(lines) -> List[dict]:
-    """The events of a file's lines; a line torn by a crash is skipped."""
+def parse_lines(lines) -> List[dict]:
+    """The JSON objects of a JSON-lines file's lines; a line torn by a crash is skipped
+    (run events here; the population's lineage too)."""
     read = []
     for line in lines:
         try:

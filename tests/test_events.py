@@ -114,8 +114,13 @@ def test_the_learner_records_its_checkpoints_its_resume_and_the_settings_it_trai
     progress = [e["iteration"] for e in every if e["event"] == "progress"]
     assert progress and set(progress) <= {1, 2, 3} and progress[-1] == 3  # its console lines
     assert read == [("trains_with", 0), ("checkpointed", 1), ("checkpointed", 2),
-                    ("checkpointed", 2), ("resumed", 2), ("trains_with", 2),
-                    ("checkpointed", 3), ("checkpointed", 3)]
+                    ("checkpointed", 2), ("weights_saved", 2), ("resumed", 2),
+                    ("trains_with", 2), ("checkpointed", 3), ("checkpointed", 3),
+                    ("weights_saved", 3)]
+    saved = [e["weights"] for e in every if e["event"] == "weights_saved"]
+    restored = [e["weights"] for e in every if e["event"] == "trains_with"]
+    assert restored[1] == saved[0]  # the resumed run restored what the first one saved
+    assert len({restored[0], saved[0], saved[1]}) == 3  # and training changes them
     reported = [e["settings"] for e in every if e["event"] == "trains_with"]
     assert [r["learning_rate"] for r in reported] == pytest.approx([1e-3, 2.5e-4])
     assert set(reported[1]) == {"learning_rate", "entropy_coeff", "discount", "clip_ratio"}

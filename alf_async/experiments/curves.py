@@ -67,3 +67,10 @@ def downsample(curve: Curve, points: int = 100) -> Dict[str, list]:
     index = np.unique(np.linspace(0, n - 1, min(points, n)).round().astype(int)) if n else []
     return {key: [round(float(v), 3) for v in np.asarray(values)[index]]
             for key, values in curve.items()}
+
+
+def save_figure(plt, fig, path: str) -> None:
+    """Lays `fig` out, writes it to `path` (100 dpi) and closes it."""
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)

@@ -16,7 +16,7 @@ from typing import Callable, Dict, List, Optional
 from alf_async import extras
 from alf_async.experiments import ledgers, provenance, stats
 from alf_async.experiments.cells import Cell, load_cell
-from alf_async.experiments.curves import downsample, load_curve
+from alf_async.experiments.curves import downsample, load_curve, save_figure
 from alf_async.training import files
 
 METRICS = ("env_steps_to_target", "seconds_to_target", "best", "final", "last25_min")
@@ -211,9 +211,7 @@ def plot(summary: Dict, path: str) -> None:
         ax.set_ylabel("average return (mean where half the seeds run, 95 % CI; seeds thin)")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    save_figure(plt, fig, path)
 
 
 def write_report(experiment_dirs: List[str], out_dir: str,

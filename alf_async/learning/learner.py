@@ -1,10 +1,12 @@
 """The learner: SGD on learn batches, written against `tf.distribute`."""
 
+import hashlib
 import random
 import time
 from typing import Any, Dict, NamedTuple, Optional, Tuple
 
 import gin
+import numpy as np
 import tensorflow as tf
 from absl import logging
 
@@ -334,6 +336,16 @@ class Learner(tf.Module):
         """The values of the mutable settings the next update uses, read from the live
         optimizer and algorithm variables (not from the configuration)."""
         return {name: setting.value() for name, setting in self.mutable_settings.items()}
+
+    def weights_digest(self) -> str:
+        """sha256 of the algorithm's variables (normalisers included), the mutable
+        settings' left out: the same for a checkpoint and the run that restored it."""
+        mutable = {id(setting.variable) for setting in self.mutable_settings.values()}
+        digest = hashlib.sha256()
+        for variable in self._algorithm.variables:
+            if id(variable) not in mutable:
+                digest.update(np.ascontiguousarray(variable.numpy()).tobytes())
+        return digest.hexdigest()
 
     def set_settings(self, values: Dict[str, Schedule]) -> None:
         """Gives mutable settings new schedules (constants or points), applied now and

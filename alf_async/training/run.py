@@ -225,7 +225,8 @@ def _report_settings(learner, counters: checkpoints.Counters) -> None:
     learner.follow_schedules()
     values = learner.trains_with()
     events.emit("trains_with", iteration=int(counters.iteration),
-                env_steps=int(counters.env_steps), settings=values)
+                env_steps=int(counters.env_steps), settings=values,
+                weights=learner.weights_digest())
     logging.info("Trains with %s", ", ".join(f"{name} {value:.4g}"
                                              for name, value in sorted(values.items())))
 
@@ -239,6 +240,8 @@ def _finish(run: _Resumed, algorithm, learner, driver, root_dir: str, interrupt,
     stopped = interrupt.signum and TrainingInterrupted(interrupt.signum,
                                                        int(run.counters.iteration))
     _save_and_export(run.manager, run.counters, algorithm, root_dir, run.worker, stopped)
+    events.emit("weights_saved", iteration=int(run.counters.iteration),
+                env_steps=int(run.counters.env_steps), weights=learner.weights_digest())
     run.writer.flush()
     timeline.mark("checkpoint and export")
     timeline.log()

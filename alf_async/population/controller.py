@@ -1,0 +1,289 @@
+"""The population-based training loop, every mutation checked against the live run.
+
+Each generation: every member trains one interval (`interval_env_steps` more
+env steps, resuming its checkpoint), and is then ready: its score is its
+last-N average return. The bottom `quantile` copies the latest checkpoint of a
+member of the top one (exploit, `exploit.py`) and perturbs or resamples its
+mutable settings (explore, `mutations.py`); the others keep theirs.
+
+What none of the usual tools does: at its next start, after the restore, a
+member reports what it trains with, read back from its live optimizer and
+algorithm, and a digest of the weights it restored (its `trains_with` run
+event). The controller compares both with what it asked for, every member,
+every generation; a difference stops the whole population with one line
+naming the member, the setting, asked and live (`MutationNotApplied`).
+
+With `exploit=False` nothing is copied and nothing perturbed: the same
+population is a random search of the same budget.
+"""
+
+import dataclasses
+import json
+import math
+import os
+import random
+from typing import Callable, Dict, List, Optional, Sequence
+
+from absl import logging
+
+from alf_async import events
+from alf_async.population import exploit as exploit_lib
+from alf_async.population import lineage, members as members_lib
+from alf_async.population.members import Member
+from alf_async.population.mutations import Mutation
+
+STATE_FILE = "state.json"  # ROOT/pbt/state.json: the members' next generation
+SETTINGS_FILE = "settings.json"  # ROOT/pbt/settings.json: the population's settings
+
+
+class MutationNotApplied(RuntimeError):
+    """A member trains with other settings or weights than the controller asked for."""
+
+
+@dataclasses.dataclass(frozen=True)
+class PbtSettings:
+    """A population's settings (the `pbt` command's flags).
+
+    Attributes:
+        root_dir: ROOT: members in `ROOT/member_<i>`, the lineage in `ROOT/pbt/`.
+        gin_files, gin_params: every member's.
+        mutations: the mutable settings and their ranges.
+        population: P, members.
+        interval_env_steps: K, env steps between ready points.
+        generations: G, intervals (a member's budget: G * K env steps).
+        quantile: the bottom share that exploits the top share.
+        factors: explore's perturbations (x0.8 / x1.2).
+        resample_probability: explore draws a setting afresh this often.
+        seed: seeds the draws and the members' runs (member i: seed + i).
+        parallel: members trained at once.
+        tf_threads: each member's --tf_threads.
+        exploit: False: no copies and no perturbations (a random search).
+    """
+    root_dir: str
+    gin_files: Sequence[str]
+    gin_params: Sequence[str]
+    mutations: Sequence[Mutation]
+    population: int
+    interval_env_steps: int
+    generations: int
+    quantile: float = 0.25
+    factors: Sequence[float] = (0.8, 1.2)
+    resample_probability: float = 0.25
+    seed: int = 0
+    parallel: int = 1
+    tf_threads: int = 1
+    exploit: bool = True
+
+
+def check(settings: PbtSettings) -> None:
+    """Raises ValueError naming a bad setting."""
+    for name, least in (("population", 2), ("interval_env_steps", 1), ("generations", 1),
+                        ("parallel", 1)):
+        if getattr(settings, name) < least:
+            raise ValueError(f"--{name} must be >= {least}, got {getattr(settings, name)}")
+    if not 0.0 < settings.quantile <= 0.5:
+        raise ValueError(f"--quantile must be in (0, 0.5], got {settings.quantile}")
+    if not 0.0 <= settings.resample_probability <= 1.0:
+        raise ValueError(f"--resample_probability must be in [0, 1], got "
+                         f"{settings.resample_probability}")
+
+
+def _state_path(settings: PbtSettings) -> str:
+    return os.path.join(settings.root_dir, lineage.PBT_DIR, STATE_FILE)
+
+
+def _settings_path(root_dir: str) -> str:
+    return os.path.join(root_dir, lineage.PBT_DIR, SETTINGS_FILE)
+
+
+def save_settings(settings: PbtSettings) -> None:
+    """`ROOT/pbt/settings.json`: what `replay` and a resumed run need of the population.
+
+    Raises:
+        ValueError: the root holds a population of other settings.
+    """
+    saved = dataclasses.asdict(settings)
+    path = _settings_path(settings.root_dir)
+    if os.path.exists(path):
+        with open(path) as f:
+            before = json.load(f)
+        changed = sorted(k for k in ("gin_files", "gin_params", "mutations", "population",
+                                     "interval_env_steps", "seed", "exploit")
+                         if json.loads(json.dumps(saved[k])) != before[k])
+        if changed:
+            raise ValueError(f"{settings.root_dir} holds a population made with other "
+                             f"{', '.join(changed)}; use another --root_dir")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as out:
+        json.dump(saved, out, indent=1)
+
+
+def saved_settings(root_dir: str) -> PbtSettings:
+    """The settings a population in `root_dir` was made with (ValueError: none)."""
+    try:
+        with open(_settings_path(root_dir)) as f:
+            saved = json.load(f)
+    except FileNotFoundError:
+        raise ValueError(f"{_settings_path(root_dir)}: not a pbt root_dir") from None
+    saved["mutations"] = [Mutation(**m) for m in saved["mutations"]]
+    return PbtSettings(**saved)
+
+
+def _first_members(settings: PbtSettings, rng: random.Random) -> List[Member]:
+    return [Member(i, os.path.join(settings.root_dir, f"member_{i}"),
+                   {m.setting: m.sample(rng) for m in settings.mutations})
+            for i in range(settings.population)]
+
+
+def _save_state(settings: PbtSettings, generation: int, members: List[Member],
+                rng: random.Random) -> None:
+    """The next generation's members, written whole (beside, then renamed)."""
+    path = _state_path(settings)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path + ".partial", "w") as out:
+        json.dump(dict(generation=generation, rng=rng.getstate()[1],
+                       members=[dataclasses.asdict(m) for m in members]), out)
+    os.replace(path + ".partial", path)
+
+
+def _load_state(settings: PbtSettings, rng: random.Random) -> tuple:
+    """`(next generation, members)`: where a stopped population goes on, or the start."""
+    try:
+        with open(_state_path(settings)) as f:
+            state = json.load(f)
+    except FileNotFoundError:
+        return 1, _first_members(settings, rng)
+    rng.setstate((3, tuple(state["rng"]), None))
+    loaded = [Member(**m) for m in state["members"]]
+    if len(loaded) != settings.population:
+        raise ValueError(f"--population={settings.population}, but {settings.root_dir} "
+                         f"holds a population of {len(loaded)}")
+    return state["generation"], loaded
+
+
+def verify(member: Member, reported: Optional[dict]) -> None:
+    """Raises `MutationNotApplied` unless the member's report after its restore shows
+    the settings it was asked to train with and the weights it should have restored."""
+    if reported is None:
+        raise MutationNotApplied(f"member {member.index}: its run reported no settings "
+                                 f"(no trains_with event in {member.root_dir}/events)")
+    live = reported["settings"]
+    for setting, asked in sorted(member.settings.items()):
+        if setting not in live:
+            raise MutationNotApplied(
+                f"member {member.index}: its run cannot change {setting} (it trains with "
+                f"{', '.join(sorted(live))})")
+        if not math.isclose(live[setting], asked, rel_tol=1e-6):  # float32 in the run
+            raise MutationNotApplied(f"member {member.index}: {setting} asked {asked:.6g}, "
+                                     f"live {live[setting]:.6g}")
+    if member.weights is not None and reported["weights"] != member.weights:
+        source = member.index if member.parent is None else member.parent
+        raise MutationNotApplied(
+            f"member {member.index}: restored weights {reported['weights'][:12]} are not "
+            f"member {source}'s checkpoint's ({member.weights[:12]})")
+
+
+def _train(settings: PbtSettings, members: List[Member], generation: int,
+           should_stop: Callable[[], bool]) -> bool:
+    """Trains every member to `generation * K` env steps; False if a signal stopped it.
+
+    Raises:
+        RuntimeError: a member's run failed (names it and its log).
+    """
+    budget = generation * settings.interval_env_steps
+    todo = []
+    for member in members:
+        exploit_lib.recover(member.root_dir)
+        done = members_lib.score(member.root_dir)
+        if done is None or done["env_steps"] < budget:
+            todo.append(member)
+    commands = {m.index: m.command(settings.gin_files, settings.gin_params,
+                                   settings.mutations, budget, settings.seed,
+                                   settings.tf_threads) for m in todo}
+    codes = members_lib.train_interval(todo, commands, settings.parallel, should_stop)
+    if should_stop():
+        return False
+    for index in members_lib.failed(codes):
+        raise RuntimeError(f"member {index}'s run failed (exit status {codes[index]}); "
+                           f"see {members[index].root_dir}/train.log")
+    return True
+
+
+def _ready(settings: PbtSettings, members: List[Member], generation: int) -> Dict[int, dict]:
+    """Checks what each member trained with, records its score; returns the scores."""
+    scores = {}
+    recorded = {(r["member"], r["generation"]) for r in lineage.read(settings.root_dir)}
+    for member in members:
+        verify(member, members_lib.last_report(member.root_dir))
+        scores[member.index] = found = members_lib.score(member.root_dir)
+        events.emit("member_ready", member=member.index, generation=generation,
+                    env_steps=found["env_steps"], score=found["score"])
+        if (member.index, generation) in recorded:  # a resumed controller's second look
+            continue
+        lineage.append(settings.root_dir, dict(
+            member=member.index, generation=generation,
+            parent=member.index if member.parent is None else member.parent,
+            settings=member.settings, score=scores[member.index]["score"],
+            env_steps=scores[member.index]["env_steps"],
+            weights=members_lib.saved_weights(member.root_dir)))
+    return scores
+
+
+def _exploit_and_explore(settings: PbtSettings, members: List[Member],
+                         scores: Dict[int, dict], rng: random.Random, generation: int) -> None:
+    """The next generation's members: the bottom copies the top and explores."""
+    for member in members:
+        member.parent, member.weights = None, members_lib.saved_weights(member.root_dir)
+    if not settings.exploit:
+        return
+    ready = {}
+    for index, found in scores.items():
+        latest = exploit_lib.latest_checkpoint(members[index].root_dir)
+        if latest is not None and latest[0] >= found["iteration"]:
+            ready[index] = latest[0]
+    for index, source in exploit_lib.pairs({i: s["score"] for i, s in scores.items()},
+                                           settings.quantile, rng, ready):
+        member, top = members[index], members[source]
+        exploit_lib.copy_checkpoint(top.root_dir, member.root_dir)
+        member.parent, member.weights = source, members_lib.saved_weights(top.root_dir)
+        member.settings = {m.setting: m.explore(top.settings[m.setting], rng, settings.factors,
+                                                settings.resample_probability)
+                           for m in settings.mutations}
+        events.emit("member_exploited", member=index, source=source,
+                    generation=generation + 1, settings=member.settings)
+        logging.info("pbt: member %d copies member %d (score %.1f < %.1f), explores to %s",
+                     index, source, scores[index]["score"] or float("nan"),
+                     scores[source]["score"] or float("nan"), _describe(member.settings))
+
+
+def _describe(values: Dict[str, float]) -> str:
+    return ", ".join(f"{name} {value:.4g}" for name, value in sorted(values.items()))
+
+
+def run(settings: PbtSettings, should_stop: Callable[[], bool] = lambda: False) -> int:
+    """Runs (or resumes) the population; returns the exit status: 0 when every
+    generation ran, 130 when a signal stopped it (every member checkpointed).
+
+    Raises:
+        MutationNotApplied: a member trains with other settings or weights than asked.
+        RuntimeError: a member's run failed.
+    """
+    check(settings)
+    save_settings(settings)
+    rng = random.Random(settings.seed)
+    generation, members = _load_state(settings, rng)
+    _save_state(settings, generation, members, rng)
+    while generation <= settings.generations:
+        logging.info("pbt: generation %d of %d: %s", generation, settings.generations,
+                     "; ".join(f"member {m.index}: {_describe(m.settings)}" for m in members))
+        if not _train(settings, members, generation, should_stop):
+            return 130
+        scores = _ready(settings, members, generation)
+        logging.info("pbt: generation %d ready: %s", generation, ", ".join(
+            f"member {i} {s['score'] if s['score'] is None else round(s['score'], 1)}"
+            for i, s in sorted(scores.items())))
+        if generation < settings.generations:
+            _exploit_and_explore(settings, members, scores, rng, generation)
+        generation += 1
+        _save_state(settings, generation, members, rng)
+    return 0

@@ -1,0 +1,103 @@
+"""A member of a population: an ordinary training run in its own root_dir.
+
+The controller trains every member one interval at a time: the member's
+`python -m alf_async.train` command resumes its checkpoint and stops at the
+interval's env steps, with the member's current mutable settings as gin
+bindings. What a member did is read from its files: `result.json` (its score,
+the average return of its last episodes) and its typed run events (what it
+reports it trains with after the restore, the digest of the weights it saved).
+
+Thread-safety: called from the controller's one thread.
+"""
+
+import dataclasses
+import json
+import os
+import time
+from typing import Dict, List, Optional, Sequence
+
+from alf_async import events
+from alf_async.experiments.launcher import start_training, stop_processes, train_command
+from alf_async.population.mutations import Mutation, bindings
+
+STOP_GRACE_SECS = 20.0  # a member stopped by Ctrl-C writes its checkpoint first
+
+
+@dataclasses.dataclass
+class Member:
+    """One member and its current mutable settings.
+
+    Attributes:
+        index: its number, 0 ... P - 1.
+        root_dir: its run's folder (`ROOT/member_<index>`).
+        settings: `{setting: value}` it trains with in its next interval.
+        parent: the member whose checkpoint it continues next (None: its own).
+        weights: the digest of the weights its next start must restore (the
+            checkpoint it continues; None: not known yet, before the first).
+    """
+    index: int
+    root_dir: str
+    settings: Dict[str, float]
+    parent: Optional[int] = None
+    weights: Optional[str] = None
+
+    def command(self, gin_files: Sequence[str], gin_params: Sequence[str],
+                mutations: Sequence[Mutation], env_steps: int, seed: int,
+                tf_threads: int) -> List[str]:
+        """Its `train` command for an interval ending at `env_steps` (the budget)."""
+        return train_command(self.root_dir, gin_files, [
+            *gin_params, f"train.seed={seed + self.index}", f"train.num_env_steps={env_steps}",
+            "train.stop_at_return=None", *bindings(mutations, self.settings)], tf_threads)
+
+
+def train_interval(members: Sequence[Member], commands: Dict[int, List[str]],
+                   parallel: int, should_stop) -> Dict[int, int]:
+    """Runs every member's command, `parallel` at a time; returns their exit statuses.
+
+    `should_stop()` true (a signal) stops every running member (each saves a
+    checkpoint) and starts no more; the statuses of those not run are absent.
+    """
+    pending, running, codes = list(members), {}, {}
+    while (pending or running) and not should_stop():
+        while pending and len(running) < parallel:
+            member = pending.pop(0)
+            running[member.index] = start_training(commands[member.index], member.root_dir)
+        for index, proc in list(running.items()):
+            if proc.poll() is not None:
+                codes[index] = proc.returncode
+                del running[index]
+        time.sleep(0.2)
+    if running:
+        stop_processes(list(running.values()), STOP_GRACE_SECS)
+    return codes
+
+
+def score(root_dir: str) -> Optional[dict]:
+    """`{"score": the average return of its last episodes, "env_steps", "iteration"}`
+    of the run's `result.json`, or None (it never finished an interval)."""
+    try:
+        with open(os.path.join(root_dir, "result.json")) as f:
+            result = json.load(f)
+    except FileNotFoundError:
+        return None
+    return dict(score=result["average_return"], env_steps=result["env_steps"],
+                iteration=result["iteration"])
+
+
+def last_report(root_dir: str) -> Optional[dict]:
+    """The run's latest `trains_with` event (one per start, after its restore): the
+    settings it trains with and the digest of the weights it restored, read from the
+    live run; None before its first start."""
+    found = [e for e in events.read_events(root_dir) if e["event"] == "trains_with"]
+    return found[-1] if found else None
+
+
+def saved_weights(root_dir: str) -> Optional[str]:
+    """The digest of the weights the run saved last (`weights_saved`), or None."""
+    found = [e for e in events.read_events(root_dir) if e["event"] == "weights_saved"]
+    return found[-1]["weights"] if found else None
+
+
+def failed(codes: Dict[int, int]) -> List[int]:
+    """The members whose run ended with a non-zero exit status."""
+    return sorted(i for i, code in codes.items() if code != 0)

@@ -1,0 +1,69 @@
+"""`python -m alf_async.pbt`: bad input, and a small population of real runs (slow)."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from alf_async import events
+from alf_async.population import lineage
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+LR = "--mutate=alf_async.Learner.learning_rate:log_uniform(1e-4,1e-2)"
+
+
+def _pbt(*args, timeout=60):
+    return subprocess.run([sys.executable, "-m", "alf_async.pbt", *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.parametrize("args, line", [
+    (["--mutate=PPOAlgorithm.gae_lambda:uniform(0.9,1)"],
+     "'PPOAlgorithm.gae_lambda' is not a setting a run can change at a resume"),
+    ([LR, "--population=1"], "--population must be >= 2, got 1"),
+    ([LR, "--quantile=0.8"], "--quantile must be in (0, 0.5], got 0.8"),
+    (["--mutate=PPOAlgorithm.clip_ratio:uniform(0.3,0.1)"], "needs LOW < HIGH")])
+def test_bad_input_is_one_line_and_exit_2_before_anything_starts(tmp_path, args, line):
+    result = _pbt("--gin_file=gin_configs/ppo_async.gin", f"--root_dir={tmp_path / 'p'}",
+                  *args)
+    assert result.returncode == 2, result.stderr[-2000:]
+    errors = [l for l in result.stderr.splitlines() if l.startswith("E")]
+    assert len(errors) == 1 and line in errors[0]
+    assert not (tmp_path / "p").exists()
+    assert _pbt("reprot", str(tmp_path)).returncode == 2
+
+
+@pytest.mark.slow  # 2 members x 2 generations of real training, a report and a replay
+def test_a_small_population_exploits_and_every_member_trains_with_what_it_was_given(
+        tmp_path):
+    root = tmp_path / "pbt"
+    result = _pbt("--gin_file=gin_configs/ppo_async.gin", f"--root_dir={root}",
+                  "--population=2", "--interval_env_steps=4096", "--generations=2",
+                  "--quantile=0.5", "--seed=3", LR,
+                  "--mutate=PPOAlgorithm.clip_ratio:uniform(0.1,0.3)", timeout=400)
+    assert result.returncode == 0, result.stderr[-3000:]
+    records = lineage.read(str(root))
+    assert sorted((r["member"], r["generation"]) for r in records) == [
+        (0, 1), (0, 2), (1, 1), (1, 2)]
+    [copied] = [r for r in records if r["parent"] != r["member"]]
+    parent = next(r for r in records if (r["member"], r["generation"]) == (copied["parent"], 1))
+    # read independently of the controller: what the copied member's run itself reported
+    member_events = events.read_events(str(root / f"member_{copied['member']}"))
+    reports = [e for e in member_events if e["event"] == "trains_with"]
+    assert len(reports) == 2
+    assert reports[1]["weights"] == parent["weights"]  # it restored the parent's checkpoint
+    assert reports[1]["settings"]["learning_rate"] == pytest.approx(
+        copied["settings"]["learning_rate"], rel=1e-6)
+    assert copied["settings"] != parent["settings"]  # explored
+    for member in (0, 1):
+        with open(root / f"member_{member}" / "result.json") as f:
+            assert json.load(f)["env_steps"] == 8192
+    report = _pbt("report", str(root))
+    assert report.returncode == 0 and "| member | generation | parent |" in report.stdout
+    assert (root / "pbt" / "curves.png").stat().st_size > 10_000
+    replay = _pbt("replay", str(root), str(copied["member"]), timeout=300)
+    assert replay.returncode == 0, replay.stderr[-3000:]
+    with open(root / f"replay_{copied['member']}" / "result.json") as f:
+        assert json.load(f)["env_steps"] == 8192
