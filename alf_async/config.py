@@ -62,6 +62,20 @@ def run_command(main: Callable) -> None:
         raise
 
 
+def check_subcommand(args: Sequence[str], known: Sequence[str], usage: str) -> None:
+    """Exits 2 with one line unless `args` starts with one of the `known` subcommands
+    (`unknown subcommand 'reprot' (did you mean report?)`)."""
+    if args and args[0] in known:
+        return
+    if not args:
+        logging.error("a subcommand is needed; %s", usage)
+    else:
+        close = difflib.get_close_matches(args[0], known, n=1)
+        hint = f" (did you mean {close[0]}?)" if close else f"; {usage}"
+        logging.error("unknown subcommand %r%s", args[0], hint)
+    sys.exit(2)
+
+
 def shipped_configs() -> List[str]:
     """The shipped gin files: `gin_configs/*.gin` of the working directory, else of
     the source checkout this package runs from; [] where neither exists."""

@@ -143,8 +143,7 @@ def docs_command(redraw: Sequence[str] = ()) -> int:
 
 
 def main(argv) -> None:
-    if len(argv) < 2 or argv[1] not in ("run", "report", "docs"):
-        raise app.UsageError(USAGE)
+    config.check_subcommand(argv[1:], ("run", "report", "docs"), USAGE)
     if argv[1] == "docs":
         sys.exit(docs_command())
     if argv[1] == "run":

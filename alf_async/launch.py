@@ -31,12 +31,14 @@ when stopped by one. See docs/reliability.md.
 
 import json
 import os
+import shutil
 import sys
 from typing import Dict, List, Tuple
 
 from absl import flags, logging
 
 from alf_async import config, events
+from alf_async.errors import MissingExtraError
 from alf_async.supervision.backend import Backend
 from alf_async.supervision.backends import BACKENDS, LaunchSettings, make_backend
 from alf_async.supervision.commands import LearnerWorker, child_specs, log_dir
@@ -167,11 +169,15 @@ def _backend_and_specs(root_dir: str) -> Tuple[Backend, List[ChildSpec], str]:
 def main(argv) -> None:
     del argv
     policy = _check_flags()
+    made = "://" not in FLAGS.root_dir and not os.path.exists(FLAGS.root_dir)
     try:
         root_dir = _run_dir(FLAGS.root_dir)
         backend, specs, servers = _backend_and_specs(root_dir)
     except ValueError as error:
-        logging.error("Bad setting: %s", error)
+        kind = "Missing package" if isinstance(error, MissingExtraError) else "Bad setting"
+        logging.error("%s: %s", kind, error)
+        if made:  # nothing started: no half-made run folder left behind
+            shutil.rmtree(FLAGS.root_dir, ignore_errors=True)
         sys.exit(2)
     logging.info("launch (%s): a learner on %s and %d actor process(es); actor logs in %s",
                  backend.name, servers, FLAGS.actors, log_dir(root_dir))

@@ -130,12 +130,14 @@ def main(argv) -> None:
     args = argv[1:]
     if not args:
         _run()
-    elif args[0] == "report" and len(args) == 2:
+        return
+    config.check_subcommand(args, ("report", "replay"), USAGE)
+    if args[0] == "report" and len(args) == 2:
         _report(args[1])
     elif args[0] == "replay" and len(args) == 3:
         _replay(args[1], args[2])
     else:
-        _fail(f"unknown subcommand {' '.join(args)!r}; {USAGE}")
+        _fail(f"{args[0]} takes {'ROOT' if args[0] == 'report' else 'ROOT MEMBER'}; {USAGE}")
 
 
 if __name__ == "__main__":

@@ -51,7 +51,7 @@ def main(argv) -> None:
     from alf_async.environments import create_environment
     from alf_async.training import run  # noqa: F401  registers the gin configurables
     from alf_async.training.assembly import run_settings
-    from alf_async.training.evaluation import greedy_actions, run_episodes
+    from alf_async.training.evaluation import episodes_summary, greedy_actions, play_episodes
 
     gin.parse_config_file(os.path.join(FLAGS.root_dir, "operative_config.gin"),
                           skip_unknown=True)
@@ -63,11 +63,9 @@ def main(argv) -> None:
         sys.exit(2)
     env = create_environment(num_parallel_environments=FLAGS.num_episodes, num_workers=0,
                              seed=FLAGS.seed)
-    mean_return, mean_length = run_episodes(greedy_actions(policy, FLAGS.num_episodes), env,
-                                            FLAGS.num_episodes)
-    logging.info("Played %d greedy episodes: average return %.1f, average length %.1f",
-                 FLAGS.num_episodes, mean_return, mean_length)
-    print(f"average_return={mean_return:.1f} average_length={mean_length:.1f}")
+    played = play_episodes(greedy_actions(policy, FLAGS.num_episodes), env,
+                           FLAGS.num_episodes)
+    print(episodes_summary(played))
     if FLAGS.gif:
         frames = record_episode(policy, run_settings().env.env_name, FLAGS.seed)
         frames[0].save(FLAGS.gif, save_all=True, append_images=frames[1:], duration=20,

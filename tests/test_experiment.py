@@ -141,3 +141,13 @@ def test_bad_flags_are_one_line_errors(tmp_path):
     empty = experiment(["report", str(tmp_path)], timeout=60)
     assert empty.returncode == 2 and "holds no experiment cells" in empty.stderr
     assert "Traceback" not in no_out.stderr + bad_seeds.stderr + missing.stderr + empty.stderr
+
+
+def test_a_mistyped_subcommand_is_one_line_with_the_nearest_and_exit_2():
+    typo = experiment(["reprot"], timeout=60)
+    errors = [line for line in typo.stderr.splitlines() if line.startswith("E")]
+    assert typo.returncode == 2 and len(errors) == 1
+    assert errors[0].endswith("unknown subcommand 'reprot' (did you mean report?)")
+    assert "--gin_file" not in typo.stderr + typo.stdout  # not the whole help
+    none = experiment([], timeout=60)
+    assert none.returncode == 2 and "a subcommand is needed; usage:" in none.stderr

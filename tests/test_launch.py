@@ -98,6 +98,7 @@ def test_bad_flags_exit_2_with_one_line_naming_the_flag(tmp_path, flags, line):
     assert proc.wait(timeout=60) == 2
     errors = [l for l in open(tmp_path / "launch.log") if l.startswith("E")]
     assert len(errors) == 1 and errors[0].rstrip().endswith(line), errors
+    assert not (tmp_path / "run").exists()  # a launch that started nothing leaves no folder
 
 
 def test_the_ray_backend_without_ray_names_the_extra(tmp_path):
@@ -110,7 +111,9 @@ def test_the_ray_backend_without_ray_names_the_extra(tmp_path):
     assert result.returncode == 2
     errors = [l for l in result.stderr.splitlines() if l.startswith("E")]
     assert len(errors) == 1 and errors[0].endswith(
-        "Bad setting: --backend=ray needs Ray: pip install 'alf_async[ray]'"), result.stderr
+        "Missing package: --backend=ray needs the [ray] extra: pip install '.[ray]'"), \
+        result.stderr
+    assert not (tmp_path / "run").exists()
 
 
 def _wait_for_line(path, pattern, proc, timeout):

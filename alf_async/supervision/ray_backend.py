@@ -30,6 +30,7 @@ from typing import Callable, Dict, List, Optional
 
 from absl import logging
 
+from alf_async import extras
 from alf_async.supervision.backend import ChildSpec
 from alf_async.supervision.command_host import CommandHost
 from alf_async.supervision.ray_reports import RayReports
@@ -50,11 +51,7 @@ def import_ray():
     """`ray`, for a local Ray with `LOCAL_RAY_ENV`; ValueError naming the extra if absent."""
     for key, value in LOCAL_RAY_ENV.items():
         os.environ.setdefault(key, value)
-    try:
-        import ray  # pylint: disable=import-outside-toplevel
-    except ImportError:
-        raise ValueError("--backend=ray needs Ray: pip install 'alf_async[ray]'") from None
-    return ray
+    return extras.require("ray", "ray", "--backend=ray")
 
 
 def check_address(address: str) -> None:

@@ -15,7 +15,26 @@ from alf_async.training import files
 
 def run_episodes(policy_fn: Callable, env, num_episodes: int,
                  max_steps: int = 100_000) -> Tuple[float, float]:
-    """Runs `num_episodes` episodes on a batched env; returns mean return and length.
+    """Runs `num_episodes` episodes on a batched env; returns mean return and length
+    (`play_episodes`, averaged)."""
+    mean_return, mean_length = np.mean(play_episodes(policy_fn, env, num_episodes,
+                                                     max_steps), axis=0)
+    return float(mean_return), float(mean_length)
+
+
+def episodes_summary(played: np.ndarray) -> str:
+    """One line of `play_episodes`' `[n, 2]` rows: the returns' mean ± std, min and max,
+    the mean length."""
+    returns, lengths = played[:, 0], played[:, 1]
+    return (f"average_return={returns.mean():.1f} ± {returns.std():.1f} "
+            f"(min {returns.min():.1f}, max {returns.max():.1f}) "
+            f"average_length={lengths.mean():.1f} over {len(returns)} greedy episodes")
+
+
+def play_episodes(policy_fn: Callable, env, num_episodes: int,
+                  max_steps: int = 100_000) -> np.ndarray:
+    """Runs `num_episodes` episodes on a batched env; returns `[n, 2]`: each finished
+    episode's return and length.
 
     Each of the B sub-envs contributes a fixed number of its first episodes
     (`num_episodes / B`, the remainder to the first ones), whatever their
@@ -54,8 +73,7 @@ def run_episodes(policy_fn: Callable, env, num_episodes: int,
     if quota.any():
         logging.warning("%d of %d episodes unfinished after max_steps=%d: averaging the rest",
                         quota.sum(), num_episodes, max_steps)
-    mean_return, mean_length = np.mean(finished, axis=0)
-    return float(mean_return), float(mean_length)
+    return np.asarray(finished, np.float64)
 
 
 class GreedyPolicy(tf.Module):

@@ -189,3 +189,10 @@ def test_an_export_stopped_part_way_leaves_the_previous_policy_whole(tmp_path, m
     replaced = tf.saved_model.load(path)
     np.testing.assert_array_equal(replaced.action(obs).numpy(),
                                   GreedyPolicy(second).action(obs).numpy())
+
+
+def test_the_played_episodes_line_gives_the_spread():
+    from alf_async.training.evaluation import episodes_summary  # pylint: disable=C0415
+    played = np.array([[500.0, 500], [480.0, 480], [20.0, 20], [500.0, 500]])
+    assert episodes_summary(played) == ("average_return=375.0 ± 205.1 (min 20.0, max 500.0) "
+                                        "average_length=375.0 over 4 greedy episodes")
