@@ -13,8 +13,9 @@ as the launch runs, rejoin it. With `--warm_spares` each process has a
 spare beside it that imports everything and waits (`alf_async.supervision.spare`; the
 learner's also builds and runs its update once, at normal priority, the
 actors' at idle priority); its next restart is that spare's promotion,
-seconds sooner than a cold start. Ctrl-C or SIGTERM stops everything within 5 s, the
-learner checkpointing first.
+seconds sooner than a cold start. Ctrl-C or SIGTERM stops everything, the learner
+checkpointing first; whatever is left after 6 s (`Supervisor.stop_grace_secs`) gets
+SIGKILL.
 
 With `--backend=ray` the same processes run as Ray actors on a Ray cluster
 (`--address=auto` or HOST:PORT; none: a Ray of its own on this host), placed

@@ -80,7 +80,9 @@ def main(argv) -> None:
     config.exit_on_bad_flags(_check_flags)
     if FLAGS.tf_config is not None:
         os.environ["TF_CONFIG"] = FLAGS.tf_config  # read when the strategy is made
-    logging.info("Imports: %.2f s", warm_up())
+    seconds = warm_up()
+    if seconds >= 0.01:  # a warm spare imported ahead: nothing to report
+        logging.info("Imports: %.2f s", seconds)
     _set_tf_threads(FLAGS.tf_threads)
     try:
         config.parse_config(FLAGS.gin_file, FLAGS.gin_param)

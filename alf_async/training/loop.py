@@ -121,15 +121,20 @@ class Progress:
         while len(self._recent) > 2 and now - self._recent[1][0] >= self._eta_window:
             self._recent.popleft()
 
-    def eta(self, num_env_steps: Optional[int]) -> str:
-        """`' | ETA 12 s'`, or '' before a rate is known."""
+    def eta(self, num_env_steps: Optional[int], stop_at_return: Optional[float] = None) -> str:
+        """`' | ETA 12 s'` to the env-step budget (`' | ETA at most 12 s (or at return
+        475)'` where reaching `stop_at_return` ends the run sooner), or '' before a rate
+        is known."""
         if num_env_steps is None or len(self._recent) < 2:
             return ""
         (since, steps), (now, env_steps) = self._recent[0], self._recent[-1]
         rate = (env_steps - steps) / max(now - since, 1e-9)
         if rate <= 0:
             return ""
-        return f" | ETA {max(num_env_steps - env_steps, 0) / rate:.0f} s"
+        seconds = f"{max(num_env_steps - env_steps, 0) / rate:.0f} s"
+        if stop_at_return is None:
+            return f" | ETA {seconds}"
+        return f" | ETA at most {seconds} (or at return {stop_at_return:g})"
 
     def frames_per_sec(self) -> float:
         """Env steps per second of this run (not the earlier ones of a resumed root_dir)."""
@@ -186,9 +191,10 @@ class ConsoleLine:
             timings: dict, eta: str) -> None:
         returns = ("no episode finished yet" if math.isnan(average_return) else
                    f"average return {average_return:.1f}")
-        logging.info("iteration %d | env steps %d | %.0f frames/s | %s | learn queue %d | "
-                     "busy: %s%s", int(counters.iteration), int(counters.env_steps), fps,
-                     returns, learn_queue, busy_text(timings), eta)
+        busy = busy_text(timings)  # none before the first summary's timings
+        logging.info("iteration %d | env steps %d | %.0f frames/s | %s | learn queue %d%s%s",
+                     int(counters.iteration), int(counters.env_steps), fps, returns,
+                     learn_queue, f" | busy: {busy}" if busy else "", eta)
         events.emit("progress", iteration=int(counters.iteration),
                     env_steps=int(counters.env_steps),
                     average_return=None if math.isnan(average_return) else float(average_return))
@@ -276,7 +282,7 @@ class Hooks:
         if progress.due(settings.log_interval_secs):
             self._console.log(counters, progress.frames_per_sec(), average_return,
                               self._driver.learn_queue_size(), self._timings,
-                              progress.eta(settings.num_env_steps))
+                              progress.eta(settings.num_env_steps, settings.stop_at_return))
         return average_return
 
     def save(self) -> None:

@@ -79,6 +79,8 @@ def test_eta_follows_the_recent_rate_not_the_average_since_the_start(clock):
     left = 100_000 - steps
     eta = float(progress.eta(100_000).split("ETA ")[1].split()[0])
     assert eta == pytest.approx(left / 100, rel=0.05)  # the average since the start: 1/5 of it
+    bounded = progress.eta(100_000, stop_at_return=475.0)  # the target may end it sooner
+    assert bounded == f" | ETA at most {left / 100:.0f} s (or at return 475)"
 
 
 def test_the_starvation_hint_is_printed_once_then_only_every_few_minutes(clock, monkeypatch):
@@ -130,3 +132,13 @@ def test_the_busy_figures_name_only_the_stages_that_run_here():
         "env 80%, actor 30%, learner 95%")
     assert busy_text(dict(env_busy=0.5, busy=0.9)) == "env 50%, learner 90%"  # acting envs
     assert busy_text(dict(busy=0.9)) == "learner 90%"  # collection in actor processes
+
+
+def test_the_progress_line_has_no_empty_busy_part_before_the_first_timings(monkeypatch):
+    logged = []
+    monkeypatch.setattr(loop.logging, "info", lambda fmt, *a: logged.append(fmt % a))
+    console = ConsoleLine()
+    console.log(_counters(), 650.0, 22.1, 2, {}, "")  # the first line: no timings yet
+    console.log(_counters(), 650.0, 22.1, 2, dict(busy=0.5), " | ETA 25 s")
+    assert logged[0].endswith("| learn queue 2") and "busy" not in logged[0]
+    assert logged[1].endswith("| learn queue 2 | busy: learner 50% | ETA 25 s")
