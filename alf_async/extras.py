@@ -7,6 +7,7 @@ MuJoCo with one that breaks it.
 """
 
 import importlib
+import importlib.util
 from typing import Optional
 
 from alf_async.errors import MissingExtraError
@@ -28,6 +29,13 @@ def require(module: str, extra: str, setting: str):
         return importlib.import_module(module)
     except ImportError:
         raise missing(setting, extra) from None
+
+
+def check_installed(module: str, extra: str, setting: str) -> None:
+    """Raises `MissingExtraError` naming `setting` and `extra` unless `module` can be
+    imported, without importing it (a command checks what its children need)."""
+    if importlib.util.find_spec(module) is None:
+        raise missing(setting, extra)
 
 
 def import_reverb(setting: str):

@@ -38,7 +38,7 @@ from typing import Dict, List, Tuple
 
 from absl import flags, logging
 
-from alf_async import config, events
+from alf_async import config, events, extras
 from alf_async.errors import MissingExtraError
 from alf_async.supervision.backend import Backend
 from alf_async.supervision.backends import BACKENDS, LaunchSettings, make_backend
@@ -55,7 +55,9 @@ flags.DEFINE_integer("learner_workers", 1, "N, the learner's worker processes: o
                      "MultiWorkerMirroredStrategy over them (TF_CONFIG built here), each "
                      "serving its own actors (task i: worker i mod N); on Ray each placed "
                      "by --learner_resources.")
-flags.DEFINE_integer("port", 0, "The learner's Reverb port on 127.0.0.1 (0: a free one).")
+flags.DEFINE_integer("port", 0, "The learner's Reverb port (0: a free one). Reverb's server "
+                     "listens on every interface of the learner's host: keep the port "
+                     "behind a firewall or a private network (docs/reliability.md).")
 flags.DEFINE_integer("max_restarts", 5, "Restarts allowed to each process within "
                      "--restart_window_secs; one more and the launch stops (exit status 1).")
 flags.DEFINE_float("restart_window_secs", 600.0, "The window of --max_restarts, in seconds.")
@@ -123,10 +125,13 @@ def _check_flags() -> RestartPolicy:
         if not 0 <= FLAGS.port < 65536:
             raise ValueError(f"--port must be in [0, 65535], got {FLAGS.port}")
         config.check_gin_files(FLAGS.gin_file, required=True)
+        extras.check_installed("reverb", "replay", "python -m alf_async.launch (the learner "
+                               "serves its actors through Reverb)")
         return RestartPolicy(max_restarts=FLAGS.max_restarts,
                              window_secs=FLAGS.restart_window_secs)
     except ValueError as error:
-        logging.error("Bad setting: %s", error)
+        kind = "Missing package" if isinstance(error, MissingExtraError) else "Bad setting"
+        logging.error("%s: %s", kind, error)
         sys.exit(2)
 
 

@@ -337,3 +337,22 @@ def test_a_launch_with_two_learner_workers_trains_them_in_step_to_the_end(tmp_pa
     assert "learner 1 exited" not in chief  # never restarted
     assert 'model_checkpoint_path: "ckpt-6"' in open(root / "checkpoints" / "checkpoint").read()
     assert len(os.listdir(root / "train")) == 1  # one event file: the chief's
+
+
+def test_a_launch_without_reverb_names_the_extra_before_starting_anything(tmp_path):
+    """Its children serve and read unrolls through Reverb ([replay]): checked first,
+    one line, exit 2, no learner or spare started, no root_dir left."""
+    code = ("import importlib.util as u, sys; real = u.find_spec; "
+            "u.find_spec = lambda name, *a: None if name == 'reverb' else real(name, *a); "
+            "sys.argv[0] = 'launch'; "
+            "from alf_async import config, launch; config.run_command(launch.main)")
+    result = subprocess.run([sys.executable, "-c", code, f"--root_dir={tmp_path / 'run'}",
+                             f"--gin_file={GIN}"], cwd=ROOT, capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 2
+    errors = [l for l in result.stderr.splitlines() if l.startswith("E")]
+    assert len(errors) == 1 and errors[0].endswith(
+        "Missing package: python -m alf_async.launch (the learner serves its actors through "
+        "Reverb) needs the [replay] extra: pip install '.[replay]'"), result.stderr
+    assert "learner" not in result.stderr.lower().split("missing package")[0]
+    assert not (tmp_path / "run").exists()

@@ -223,6 +223,9 @@ class RayBackend:
 
     def _init(self, address: Optional[str]) -> None:
         kwargs = dict(include_dashboard=False, log_to_driver=False, configure_logging=False)
+        logging.info("launch: %s (Ray's start takes 10-30 s)",
+                     f"joining the Ray cluster at {address}" if address else
+                     "starting a Ray of its own on this host, on loopback")
         if address:
             try:
                 self._ray.init(address=address, **kwargs)
