@@ -101,7 +101,7 @@ class Progress:
         self._start_time = time.time()
         self._seconds_before = float(counters.seconds)
         self._start_steps = int(counters.env_steps)
-        self._last_log = 0.0
+        self._last = {}  # what -> when it was last due
         self._report_return = report_return
         self._recent = collections.deque()  # (time, env steps) after the first iteration
         self._eta_window = eta_window_secs
@@ -161,11 +161,13 @@ class Progress:
             events.emit("reached_target", average_return=float(average_return),
                         env_steps=env_steps, seconds=self.reached())
 
-    def due(self, interval_secs: float) -> bool:
+    def due(self, interval_secs: float, what: str = "line") -> bool:
+        """Whether `interval_secs` passed since `what` (a console line, a progress
+        event) was last due; if so, it is due now."""
         now = time.time()
-        if now - self._last_log < interval_secs:
+        if now - self._last.get(what, 0.0) < interval_secs:
             return False
-        self._last_log = now
+        self._last[what] = now
         return True
 
 
@@ -179,6 +181,13 @@ def busy_text(timings: dict) -> str:
     this process worked."""
     return ", ".join(f"{name} {100 * timings[key]:.0f}%" for key, name in _BUSY_STAGES
                      if key in timings)
+
+
+def emit_progress(counters: Counters, average_return: float) -> None:
+    """The `progress` run event (what a supervisor and the chaos ledger follow)."""
+    events.emit("progress", iteration=int(counters.iteration),
+                env_steps=int(counters.env_steps),
+                average_return=None if math.isnan(average_return) else float(average_return))
 
 
 class ConsoleLine:
@@ -195,9 +204,6 @@ class ConsoleLine:
         logging.info("iteration %d | env steps %d | %.0f frames/s | %s | learn queue %d%s%s",
                      int(counters.iteration), int(counters.env_steps), fps, returns,
                      learn_queue, f" | busy: {busy}" if busy else "", eta)
-        events.emit("progress", iteration=int(counters.iteration),
-                    env_steps=int(counters.env_steps),
-                    average_return=None if math.isnan(average_return) else float(average_return))
         starved = timings.get("dequeue_wait_ms", 0.0) > timings.get("grad_ms", math.inf)
         if starved and time.time() - self._hinted >= HINT_REPEAT_SECS:
             self._hinted = time.time()
@@ -279,10 +285,12 @@ class Hooks:
         if settings.eval_interval and iteration % settings.eval_interval == 0:
             evaluate(self._algorithm, counters.iteration, settings.num_eval_episodes,
                      settings.seed)
-        if progress.due(settings.log_interval_secs):
+        if progress.due(settings.log_interval_secs, "line"):
             self._console.log(counters, progress.frames_per_sec(), average_return,
                               self._driver.learn_queue_size(), self._timings,
                               progress.eta(settings.num_env_steps, settings.stop_at_return))
+        if progress.due(settings.progress_event_secs or settings.log_interval_secs, "event"):
+            emit_progress(counters, average_return)
         return average_return
 
     def save(self) -> None:

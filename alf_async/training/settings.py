@@ -46,6 +46,8 @@ class RunSettings:
             one more stops it (0: stop at the first).
         max_checkpoints: checkpoints kept on disk.
         log_interval_secs: seconds between console progress lines.
+        progress_event_secs: seconds between `progress` run events (None: one with
+            every console line).
         eval_interval: iterations between greedy evaluations (0: none).
         num_eval_episodes: episodes per evaluation, played in parallel on a
             separate env.
@@ -64,6 +66,7 @@ class RunSettings:
     checkpoint_retries: int = 3
     max_checkpoints: int = 3
     log_interval_secs: float = 5.0
+    progress_event_secs: Optional[float] = None
     eval_interval: int = 0
     num_eval_episodes: int = 10
     serve_port: Optional[int] = None

@@ -142,3 +142,14 @@ def test_the_progress_line_has_no_empty_busy_part_before_the_first_timings(monke
     console.log(_counters(), 650.0, 22.1, 2, dict(busy=0.5), " | ETA 25 s")
     assert logged[0].endswith("| learn queue 2") and "busy" not in logged[0]
     assert logged[1].endswith("| learn queue 2 | busy: learner 50% | ETA 25 s")
+
+
+def test_console_lines_and_progress_events_keep_their_own_intervals(clock):
+    """ppo_chaos.gin: a line every 5 s for people, an event every second for the ledger."""
+    progress = Progress(_counters(), report_return=None)
+    lines = events_ = 0
+    for _ in range(20):  # 20 s
+        clock.now += 1.0
+        lines += progress.due(5.0, "line")
+        events_ += progress.due(1.0, "event")
+    assert (lines, events_) == (4, 20)
