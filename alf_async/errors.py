@@ -15,6 +15,8 @@ from typing import Callable, Tuple
 
 import tensorflow as tf
 
+from alf_async.extras import MissingExtraError  # noqa: F401  (its home: light, no TensorFlow)
+
 QUEUE_CLOSED = (tf.errors.OutOfRangeError, tf.errors.CancelledError)
 
 
@@ -27,10 +29,6 @@ class DriverStopped(RuntimeError):
 
     def __init__(self):
         super().__init__("AsyncOffPolicyDriver was stopped")
-
-
-class MissingExtraError(ValueError):
-    """A setting needs an optional package: the message names our pip extra."""
 
 
 class LearnerStarvedError(RuntimeError):

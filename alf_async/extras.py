@@ -10,12 +10,15 @@ import importlib
 import importlib.util
 from typing import Optional
 
-from alf_async.errors import MissingExtraError
 
 # gymnasium entry-point package -> our extra that installs what it needs
 _ENV_EXTRAS = {"gymnasium.envs.mujoco": "mujoco", "gymnasium.envs.box2d": "box2d"}
 # id prefix -> the extra that registers those ids
 _ID_EXTRAS = {"ALE/": "atari", "MinAtar/": "minatar"}
+
+
+class MissingExtraError(ValueError):
+    """A setting needs an optional package: the message names our pip extra."""
 
 
 def missing(setting: str, extra: str) -> MissingExtraError:

@@ -39,7 +39,7 @@ from typing import Dict, List, Tuple
 from absl import flags, logging
 
 from alf_async import config, events, extras
-from alf_async.errors import MissingExtraError
+from alf_async.extras import MissingExtraError
 from alf_async.supervision.backend import Backend
 from alf_async.supervision.backends import BACKENDS, LaunchSettings, make_backend
 from alf_async.supervision.commands import LearnerWorker, child_specs, log_dir
