@@ -58,19 +58,20 @@ def _fail(message: str, code: int = 2) -> None:
 
 
 def _settings():
-    from alf_async.population import controller  # pylint: disable=import-outside-toplevel
-    from alf_async.population.mutations import parse_mutations  # pylint: disable=C0415
+    # pylint: disable=import-outside-toplevel
+    from alf_async.population.mutations import parse_mutations
+    from alf_async.population.settings import PbtSettings, check
     if not FLAGS.root_dir:
         raise ValueError("--root_dir is required")
     config.check_gin_files(FLAGS.gin_file, required=True)
-    settings = controller.PbtSettings(
+    settings = PbtSettings(
         os.path.abspath(FLAGS.root_dir), FLAGS.gin_file, FLAGS.gin_param,
         parse_mutations(FLAGS.mutate), FLAGS.population, FLAGS.interval_env_steps,
         FLAGS.generations, FLAGS.quantile, resample_probability=FLAGS.resample_probability,
         seed=FLAGS.seed, parallel=FLAGS.parallel,
         tf_threads=FLAGS.tf_threads or max(1, (os.cpu_count() or 1) // FLAGS.parallel),
         exploit=FLAGS.exploit)
-    controller.check(settings)
+    check(settings)
     return settings
 
 

@@ -7,6 +7,7 @@
 - `exploit.py`: the bottom of the population copies a top member's checkpoint,
   whole or not at all;
 - `lineage.py`: `root/pbt/lineage.jsonl`, and the report (a table and a plot);
+- `settings.py`: the population's settings, checked before anything starts;
 - `controller.py`: the loop, with every mutation checked against what the
   member really trains with.
 

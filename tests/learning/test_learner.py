@@ -314,7 +314,8 @@ def test_new_mutable_settings_survive_the_restore_of_a_checkpoint_made_with_the_
     env = CartPoleBatchedEnv(1)
 
     def learner(learning_rate, **algorithm_kwargs):
-        algo = PPOAlgorithm(env.time_step_spec(), env.action_spec(), **algorithm_kwargs)
+        algo = PPOAlgorithm(env.time_step_spec(), env.action_spec(), actor_fc_layers=(8,),
+                            value_fc_layers=(8,), **algorithm_kwargs)
         return algo, Learner(algo, strategy, learning_rate=learning_rate, **one_step)
 
     algo, first = learner(1e-3, clip_ratio=0.2, discount=0.99, entropy_coeff=0.01)
