@@ -46,6 +46,10 @@ REPLAY = ["dm-reverb==0.14.0", "dm-tree==0.1.10", "portpicker==1.6.0"]
 # The launch on a Ray cluster (--backend=ray). Plain ray: ray[default] past 2.55.1
 # needs pydantic 2, which tf-agents' typing-extensions pin forbids.
 RAY = ["ray==2.60.0"]
+# --tracker=mlflow / --tracker=wandb. Newer releases need typing-extensions >= 4.8 or
+# pydantic 2, which tf-agents' pins forbid; full mlflow brings `mlflow server` and `mlflow ui`.
+MLFLOW = ["mlflow==2.22.1", "pydantic==1.10.27", "packaging==24.2"]
+WANDB = ["wandb==0.19.11", "pydantic==1.10.27"]
 
 setup(
     name="alf_async",
@@ -68,14 +72,18 @@ setup(
         "replay": REPLAY,
         # Actor processes on other hosts, talking to the learner through Reverb.
         "distributed": REPLAY,
-        # Reports of multi-seed experiments, and hyper-parameter search.
+        # The supervised launch on a Ray cluster (launch --backend=ray).
         "ray": [*REPLAY, *RAY],
+        # Reports of multi-seed experiments, and hyper-parameter search.
         "experiment": EXPERIMENT,
         "tune": TUNE,
+        # Runs also reported to MLflow or Weights & Biases (--tracker).
+        "mlflow": MLFLOW,
+        "wandb": WANDB,
         "docs": DOCS,
         "test": ["pytest==9.2.0", "pytest-timeout==2.4.0", "matplotlib==3.8.4",
                  *MUJOCO, *BOX2D, *ATARI, *MINATAR, *ENVPOOL, *REPLAY, *RAY, *TUNE,
-                 *DOCS],
+                 *MLFLOW, *WANDB, *DOCS],
         "plot": ["matplotlib==3.8.4"],
     },
 )

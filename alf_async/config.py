@@ -13,9 +13,10 @@ import tempfile
 from typing import Callable, List, Sequence
 
 import gin
+from gin import config_parser
 from absl import app, logging
 
-from alf_async import quiet
+from alf_async import extras, quiet
 
 
 CONFIG_DIR = "gin_configs"
@@ -48,7 +49,8 @@ def exit_on_bad_flags(check: Callable[[], None]) -> None:
     try:
         check()
     except ValueError as error:
-        logging.error("Bad setting: %s", error)
+        kind = "Missing package" if isinstance(error, extras.MissingExtraError) else "Bad setting"
+        logging.error("%s: %s", kind, error)
         sys.exit(2)
 
 
@@ -85,6 +87,44 @@ def shipped_configs() -> List[str]:
             return sorted(os.path.join(folder, name) for name in os.listdir(folder)
                           if name.endswith(".gin"))
     return []
+
+
+def _statements(path: str):
+    """The gin statements of the file at `path`, its includes' first (relative to it)."""
+    with open(path) as f:
+        parser = config_parser.ConfigParser(f.read(), gin.config.ParserDelegate(skip_unknown=True))
+    for statement in parser:
+        if isinstance(statement, config_parser.IncludeStatement):
+            yield from _statements(os.path.join(os.path.dirname(path), statement.filename))
+        else:
+            yield statement
+
+
+def extras_needed(path: str) -> List[str]:
+    """The pip extras the gin file at `path` needs beyond the base install: its env's
+    suite, Reverb (replay, actor processes), EnvPool."""
+    needed = set()
+    for statement in _statements(path):
+        if not isinstance(statement, config_parser.BindingStatement):
+            continue
+        name, value = statement.selector.rsplit(".", 1)[-1], statement.value
+        if name in ("ReverbService", "ActorProcess") or (
+                statement.arg_name == "exp_replayer" and value in ("uniform", "prioritized")):
+            needed.add("replay")
+        elif statement.arg_name == "env_load_fn" and "envpool" in str(value):
+            needed.add("envpool")
+        elif name == "create_environment" and statement.arg_name == "env_name":
+            needed.add(extras.env_extra(value))
+    return sorted(filter(None, needed))
+
+
+def config_summary(path: str) -> str:
+    """`name  first header line  [extras]` for the listing of shipped configs."""
+    with open(path) as f:
+        header = next((line.lstrip("# ").strip() for line in f if line.startswith("#")), "")
+    needs = extras_needed(path)
+    return (f"{os.path.basename(path):30s} {header}"
+            + (f"  [needs {', '.join(f'.[{e}]' for e in needs)}]" if needs else ""))
 
 
 def _did_you_mean(path: str) -> str:

@@ -26,6 +26,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from absl import app, flags, logging  # pylint: disable=wrong-import-position
 
 from alf_async import config  # pylint: disable=wrong-import-position
+from alf_async.extras import MissingExtraError  # pylint: disable=wrong-import-position
+from alf_async.tracking import settings as tracker_settings  # pylint: disable=wrong-import-position
 
 flags.DEFINE_multi_string("gin_file", [], "run: gin config file(s) every seed trains with.")
 flags.DEFINE_multi_string("gin_param", [], "run: gin bindings every seed shares.")
@@ -47,6 +49,7 @@ flags.DEFINE_string("publish", None, "report: also write the summary, with the c
                     "made it, here (docs/results/<config>.json), then run `docs`.")
 flags.DEFINE_string("out", None, "run: the experiment directory. report: where the report "
                     "goes (default: the first directory given).")
+tracker_settings.define_flags()
 FLAGS = flags.FLAGS
 
 USAGE = "usage: python -m alf_async.experiment run|report|docs ... (see --help)"
@@ -72,9 +75,15 @@ def run_command() -> int:
         runs = launcher.seed_runs(experiment, seeds, os.path.abspath(FLAGS.out),
                                   FLAGS.new_cell)
         _record_command(FLAGS.out)
-        seed_launcher = launcher.Launcher(runs, FLAGS.parallel, FLAGS.tf_threads or None)
+        tracker = tracker_settings.from_flags()
+        tracker.check()
+        seed_launcher = launcher.Launcher(runs, FLAGS.parallel, FLAGS.tf_threads or None,
+                                          tracker=tracker)
     except ValueError as error:
-        _fail(f"Bad setting: {error}")
+        _fail(f"{'Missing package' if isinstance(error, MissingExtraError) else 'Bad setting'}: "
+              f"{error}")
+    from alf_async.tracking import clients  # pylint: disable=import-outside-toplevel
+    clients.make_groups_ahead(tracker, sorted({run.cell.name for run in runs}))
     stopped = seed_launcher.run()
     if stopped is not None:
         return 128 + stopped

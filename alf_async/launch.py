@@ -44,6 +44,7 @@ from alf_async.supervision.backend import Backend
 from alf_async.supervision.backends import BACKENDS, LaunchSettings, make_backend
 from alf_async.supervision.commands import LearnerWorker, child_specs, log_dir
 from alf_async.supervision.spare import can_wait_idle
+from alf_async.tracking import settings as tracker_settings
 from alf_async.supervision.supervisor import ChildSpec, RestartPolicy, Supervisor
 from alf_async.training.signals import SignalStop
 
@@ -81,6 +82,7 @@ flags.DEFINE_string("learner_resources", "{}", "--backend=ray: the learner's Ray
 flags.DEFINE_string("actor_resources", "{}", "--backend=ray: each actor process's Ray "
                     "resources, as JSON; the actors spread over the nodes that have them.")
 flags.mark_flag_as_required("root_dir")
+tracker_settings.define_flags()
 FLAGS = flags.FLAGS
 
 def _resources(flag: str) -> Dict[str, float]:
@@ -127,6 +129,7 @@ def _check_flags() -> RestartPolicy:
         config.check_gin_files(FLAGS.gin_file, required=True)
         extras.check_installed("reverb", "replay", "python -m alf_async.launch (the learner "
                                "serves its actors through Reverb)")
+        tracker_settings.from_flags().check()
         return RestartPolicy(max_restarts=FLAGS.max_restarts,
                              window_secs=FLAGS.restart_window_secs)
     except ValueError as error:
@@ -146,7 +149,7 @@ def _warm_spares() -> bool:
 def _specs(root_dir: str, workers: List[LearnerWorker]) -> List[ChildSpec]:
     return child_specs(root_dir, FLAGS.gin_file, FLAGS.gin_param, FLAGS.actors, workers,
                        FLAGS.tf_threads, _warm_spares(), FLAGS.learner_spares,
-                       FLAGS.actor_spares)
+                       FLAGS.actor_spares, tracker_settings.from_flags().flags())
 
 
 def _servers(workers: List[LearnerWorker]) -> str:

@@ -9,14 +9,16 @@ The flags and the files they name are checked before TensorFlow is imported:
 a bad one ends the command in one line with exit status 2.
 """
 
+import json
 import os
 import shutil
 import sys
 import time
 
-from absl import app, flags, logging
+from absl import flags, logging
 
 from alf_async import config, events
+from alf_async.tracking import settings as tracker_settings
 from alf_async.training.gc_policy import exits_fast, imports_uncollected
 
 flags.DEFINE_string("root_dir", None, "Directory for summaries, checkpoints and config.")
@@ -32,7 +34,9 @@ flags.DEFINE_integer("tf_threads", 0, "Threads in each of TensorFlow's two op po
 flags.DEFINE_string("tf_config", None, "A worker of a multi-worker learner: TF_CONFIG's "
                     "JSON (the cluster's workers and this one's index), set as TF_CONFIG "
                     "before TensorFlow starts; the launch's --learner_workers passes it.")
-flags.mark_flag_as_required("root_dir")
+flags.DEFINE_bool("list_configs", False, "Print every shipped config (gin_configs/*.gin) with "
+                  "its header's first line and the extras it needs, and exit.")
+tracker_settings.define_flags()
 FLAGS = flags.FLAGS
 
 # In a warm spare (`alf_async.supervision.spare`), `run()` builds and warms the learner up
@@ -56,6 +60,10 @@ def _first_line(error: BaseException) -> str:
 
 def _check_flags() -> None:
     """Raises ValueError naming a bad flag; runs before any heavy import."""
+    if not FLAGS.root_dir:
+        raise ValueError("--root_dir is required: the run's folder for checkpoints and "
+                         "summaries (an existing one resumes)")
+    tracker_settings.from_flags().check()
     config.check_gin_files(FLAGS.gin_file, required=True)
     if FLAGS.tf_threads < 0:
         raise ValueError(f"--tf_threads must be >= 0, got {FLAGS.tf_threads}")
@@ -75,8 +83,16 @@ def _set_tf_threads(threads: int) -> None:
                      tf.config.threading.get_inter_op_parallelism_threads())
 
 
+def _list_configs() -> None:
+    for path in config.shipped_configs():
+        print(config.config_summary(path))
+
+
 def main(argv) -> None:
     del argv
+    if FLAGS.list_configs:
+        _list_configs()
+        return
     config.exit_on_bad_flags(_check_flags)
     if FLAGS.tf_config is not None:
         os.environ["TF_CONFIG"] = FLAGS.tf_config  # read when the strategy is made
@@ -97,8 +113,13 @@ def _train() -> None:
     # pylint: disable=import-outside-toplevel
     from alf_async.training import promotion, run as run_lib
 
+    from alf_async.tracking.forwarder import tracked
+
     made_root_dir = not os.path.exists(FLAGS.root_dir)
-    with events.lifetime(FLAGS.root_dir, "learner", "train", held=promotion.pending()):
+    chief = FLAGS.tf_config is None or json.loads(FLAGS.tf_config)["task"]["index"] == 0
+    tracker = tracker_settings.from_flags() if chief else tracker_settings.TrackerSettings()
+    with events.lifetime(FLAGS.root_dir, "learner", "train", held=promotion.pending()), \
+            tracked(FLAGS.root_dir, tracker, FLAGS.gin_file):
         _train_or_exit(run_lib, made_root_dir)
 
 

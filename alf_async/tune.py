@@ -22,6 +22,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from absl import app, flags, logging  # pylint: disable=wrong-import-position
 
 from alf_async import config  # pylint: disable=wrong-import-position
+from alf_async.extras import MissingExtraError  # pylint: disable=wrong-import-position
+from alf_async.tracking import settings as tracker_settings  # pylint: disable=wrong-import-position
 
 flags.DEFINE_multi_string("gin_file", [], "Gin config file(s) every trial trains with.")
 flags.DEFINE_multi_string("gin_param", [], "Gin bindings every trial shares.")
@@ -49,6 +51,7 @@ flags.DEFINE_integer("seed", None, "Seed of the sampler (None: random).")
 flags.DEFINE_integer("tf_threads", 0, "Each trial's --tf_threads (0: cores // parallel).")
 flags.DEFINE_string("out", None, "Directory of the trials' runs (default: next to a SQLite "
                     "storage file).")
+tracker_settings.define_flags()
 FLAGS = flags.FLAGS
 
 
@@ -71,8 +74,10 @@ def _check_flags() -> None:
         _fail("Bad setting: tune needs --gin_file, --space and --storage")
     try:
         config.check_gin_files(FLAGS.gin_file, required=True)
+        tracker_settings.from_flags().check()
     except ValueError as error:
-        _fail(f"Bad setting: {error}")
+        _fail(f"{'Missing package' if isinstance(error, MissingExtraError) else 'Bad setting'}: "
+              f"{error}")
     if FLAGS.objective.endswith("_to_target") and FLAGS.target is None:
         _fail(f"Bad setting: --objective={FLAGS.objective} needs --target")
     if min(FLAGS.trials, FLAGS.parallel, FLAGS.report_steps) < 1:
@@ -93,6 +98,9 @@ def main(argv) -> None:
         os.makedirs(os.path.dirname(os.path.abspath(storage[len("sqlite:///"):])), exist_ok=True)
     name = FLAGS.study or (os.path.splitext(os.path.basename(FLAGS.gin_file[-1]))[0] +
                            f"_{FLAGS.objective}")
+    tracker = tracker_settings.from_flags()
+    from alf_async.tracking import clients  # pylint: disable=import-outside-toplevel
+    clients.make_groups_ahead(tracker, [name])
     try:
         code = study.run_search(study.SearchSettings(
             storage=storage, name=name, out_dir=_out_dir(storage),
@@ -101,7 +109,8 @@ def main(argv) -> None:
             parallel=FLAGS.parallel, objective=FLAGS.objective, target=FLAGS.target,
             prune=FLAGS.prune, startup_trials=FLAGS.startup_trials, seed=FLAGS.seed,
             report_steps=FLAGS.report_steps, prune_after=FLAGS.prune_after,
-            tf_threads=FLAGS.tf_threads or max(1, (os.cpu_count() or 1) // FLAGS.parallel)))
+            tf_threads=FLAGS.tf_threads or max(1, (os.cpu_count() or 1) // FLAGS.parallel),
+            tracker=tracker))
     except ValueError as error:
         _fail(f"Bad setting: {error}")
     sys.exit(code)

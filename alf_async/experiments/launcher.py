@@ -22,6 +22,7 @@ from typing import Callable, Dict, List, Optional
 
 from alf_async.experiments.cells import Cell
 from alf_async.experiments.ledgers import LEDGER_FILE
+from alf_async.tracking.settings import TrackerSettings
 from alf_async.training.signals import SignalStop
 
 RESULT_FILE = "result.json"  # written by the trainer when a run completes
@@ -153,7 +154,8 @@ class Launcher:
 
     def __init__(self, runs: List[SeedRun], parallel: int, tf_threads: Optional[int] = None,
                  grace_secs: float = 120.0, poll_secs: float = 0.5,
-                 progress_secs: float = 30.0, echo: Callable[[str], None] = None):
+                 progress_secs: float = 30.0, echo: Callable[[str], None] = None,
+                 tracker: TrackerSettings = TrackerSettings()):
         """
         Args:
             runs: the seeds to run (finished ones are skipped).
@@ -165,6 +167,8 @@ class Launcher:
             poll_secs: how often children are checked.
             progress_secs: longest time between two progress lines.
             echo: where progress lines go.
+            tracker: where a `train` seed also reports: its cell is the
+                group, `cell/seed_<S>` the run.
         """
         if parallel < 1:
             raise ValueError(f"--parallel must be >= 1, got {parallel}")
@@ -175,6 +179,7 @@ class Launcher:
         self._tf_threads = tf_threads or max(1, (os.cpu_count() or 1) // parallel)
         self._grace, self._poll, self._progress_secs = grace_secs, poll_secs, progress_secs
         self._echo = echo or (lambda line: print(line, flush=True))
+        self._tracker = tracker
         self._running: List[_Running] = []
         self.failed: Dict[str, str] = {}  # run name -> its error line
         self._durations: List[float] = []
@@ -197,7 +202,9 @@ class Launcher:
             return interrupt.signum
 
     def _launch(self, run: SeedRun) -> None:
-        proc = start_training(run.command(self._tf_threads), run.root_dir)
+        tracked = (self._tracker.flags(group=run.cell.name, name=run.name)
+                   if run.cell.runner == "train" else [])
+        proc = start_training(run.command(self._tf_threads) + tracked, run.root_dir)
         self._running.append(_Running(run, proc, time.time()))
 
     def _reap(self) -> None:

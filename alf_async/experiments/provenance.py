@@ -68,7 +68,7 @@ def differences(saved: Dict, new: Dict) -> List[str]:
     return found
 
 
-def _bindings(text: str) -> Dict[Tuple[str, str, str], object]:
+def gin_bindings(text: str) -> Dict[Tuple[str, str, str], object]:
     """(scope, configurable, parameter) -> value of every binding in gin `text`; the
     configurable without its module, as the operative config may print it."""
     parser = config_parser.ConfigParser(text, gin.config.ParserDelegate(skip_unknown=True))
@@ -88,10 +88,10 @@ def _plain(value) -> bool:
 def operative_mismatches(operative_text: str, bindings: Sequence[str]) -> List[str]:
     """The `bindings` that the operative config `operative_text` contradicts, as
     `binding (ran with VALUE)`; a binding it does not mention is not counted."""
-    ran = _bindings(operative_text)
+    ran = gin_bindings(operative_text)
     found = []
     for binding in bindings:
-        for key, value in _bindings(binding).items():
+        for key, value in gin_bindings(binding).items():
             if key in ran and _plain(value) and _plain(ran[key]) and ran[key] != value:
                 found.append(f"{binding} (ran with {ran[key]!r})")
     return found

@@ -22,6 +22,7 @@ import yaml
 
 from alf_async.experiments import launcher
 from alf_async.experiments.curves import Curve, load_curve
+from alf_async.tracking.settings import TrackerSettings
 
 OBJECTIVES = {  # name -> study direction
     "auc": "maximize",              # mean average return over the run's env steps
@@ -157,7 +158,8 @@ class TrialRunner:
     def __init__(self, out_dir: str, gin_files: List[str], bindings: List[str],
                  space: Dict[str, Dict], objective: str, target: Optional[float],
                  tf_threads: int, should_stop: Callable[[], bool], report_steps: int = 10_000,
-                 poll_secs: float = 2.0, grace_secs: float = 120.0):
+                 poll_secs: float = 2.0, grace_secs: float = 120.0,
+                 tracker: TrackerSettings = TrackerSettings()):
         """
         Args:
             out_dir: trial n runs in `out_dir/trial_<n>`.
@@ -172,20 +174,24 @@ class TrialRunner:
                 many env steps (trials with different batch sizes align).
             poll_secs: how often the run's event files are read.
             grace_secs: how long a stopped run may take to save its checkpoint.
+            tracker: where each trial also reports: the study is the group,
+                `<study>/trial_<n>` the run.
         """
         self._out_dir, self._gin_files, self._bindings = out_dir, gin_files, bindings
         self._space, self._objective, self._target = space, objective, target
         self._tf_threads, self._should_stop = tf_threads, should_stop
         self._report_steps, self._poll, self._grace = report_steps, poll_secs, grace_secs
+        self._tracker = tracker
 
     def __call__(self, trial: optuna.Trial) -> float:
         root_dir = os.path.join(self._out_dir, f"trial_{trial.number}")
         trial.set_user_attr("root_dir", root_dir)
         bindings = [*self._bindings, *suggest(trial, self._space)]
         self._check_stop(trial, None)
+        study = trial.study.study_name
         proc = launcher.start_training(
-            launcher.train_command(root_dir, self._gin_files, bindings, self._tf_threads),
-            root_dir)
+            launcher.train_command(root_dir, self._gin_files, bindings, self._tf_threads)
+            + self._tracker.flags(group=study, name=f"{study}/trial_{trial.number}"), root_dir)
         reported = 0
         while proc.poll() is None:
             time.sleep(self._poll)

@@ -15,6 +15,7 @@ from optuna.trial import TrialState
 
 from alf_async.experiments import search
 from alf_async.training.signals import SignalStop
+from alf_async.tracking.settings import TrackerSettings
 
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
 
@@ -38,6 +39,7 @@ class SearchSettings:
     seed: Optional[int]
     tf_threads: int
     report_steps: int = 10_000
+    tracker: TrackerSettings = TrackerSettings()  # where each trial also reports
     prune_after: int = 50_000
 
 
@@ -114,7 +116,8 @@ def run_search(settings: SearchSettings) -> int:
         runner = search.TrialRunner(settings.out_dir, settings.gin_files, settings.bindings,
                                     space, settings.objective, settings.target,
                                     settings.tf_threads, lambda: interrupt.signum is not None,
-                                    report_steps=settings.report_steps)
+                                    report_steps=settings.report_steps,
+                                    tracker=settings.tracker)
 
         def on_end(study, trial):
             if trial.state == TrialState.FAIL:

@@ -71,9 +71,10 @@ def _module_spec(name: str, module: str, args: List[str], spare: Optional[str],
 def child_specs(root_dir: str, gin_files: Sequence[str], gin_params: Sequence[str],
                 actors: int, workers: Sequence[LearnerWorker], tf_threads: int = 0,
                 warm_spares: bool = False, learner_spares: int = 1,
-                actor_spares: int = 1) -> List[ChildSpec]:
-    """The learner's workers (the first, the chief, is the primary) and `actors`
-    actor processes, actor task i using worker i mod N's server.
+                actor_spares: int = 1, chief_flags: Sequence[str] = ()) -> List[ChildSpec]:
+    """The learner's workers (the first, the chief, is the primary, with
+    `chief_flags` added: its tracker's) and `actors` actor processes, actor task i
+    using worker i mod N's server.
 
     With `warm_spares`, each learner worker keeps `learner_spares` spares,
     each getting ready (imports, build, the update run once) at normal
@@ -86,7 +87,7 @@ def child_specs(root_dir: str, gin_files: Sequence[str], gin_params: Sequence[st
     os.makedirs(logs, exist_ok=True)
     learners = [dataclasses.replace(
         _worker_spec(root_dir, gin_files, gin_params, workers, index, tf_threads, warm_spares,
-                     logs), spares=learner_spares) for index in range(len(workers))]
+                     logs, chief_flags), spares=learner_spares) for index in range(len(workers))]
     return learners + [
         _module_spec(f"actor {task}", "alf_async.actor", [
             f"--server={_server(workers[task % len(workers)])}", f"--task={task}",
@@ -102,7 +103,7 @@ def _server(worker: LearnerWorker) -> str:
 
 def _worker_spec(root_dir: str, gin_files: Sequence[str], gin_params: Sequence[str],
                  workers: Sequence[LearnerWorker], index: int, tf_threads: int,
-                 warm_spares: bool, logs: str) -> ChildSpec:
+                 warm_spares: bool, logs: str, chief_flags: Sequence[str]) -> ChildSpec:
     """Worker `index` of the learner: 'learner' (the chief: the primary, on the
     console) or 'learner i' (its exit 0 is its own end; its log in `logs`)."""
     args = [f"--root_dir={root_dir}", f"--serve_port={workers[index].port}",
@@ -114,8 +115,8 @@ def _worker_spec(root_dir: str, gin_files: Sequence[str], gin_params: Sequence[s
         gin_params = [*gin_params, "create_strategy.kind='multi_worker'"]
     spare = "normal" if warm_spares else None
     if not index:
-        return _module_spec("learner", "alf_async.train", args + _gin_args(gin_files, gin_params),
-                            spare, primary=True)
+        return _module_spec("learner", "alf_async.train", [
+            *args, *chief_flags, *_gin_args(gin_files, gin_params)], spare, primary=True)
     return _module_spec(f"learner {index}", "alf_async.train",
                         args + _gin_args(gin_files, gin_params), spare, finishes=True,
                         log_path=os.path.join(logs, f"learner_{index}.log"))

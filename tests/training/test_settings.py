@@ -19,9 +19,11 @@ PACKAGE = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
 GIN_READERS = {"training/assembly.py"}
 # Who may open the operative config: its writer; `play`, which parses it back into gin
 # to rebuild the run's env (as the command's flags would); the experiment report's
-# provenance check, which compares a cell's own gin bindings with it. Values a tool
-# reads from a run (env, budget, intervals) come from run_settings.json.
-OPERATIVE_CONFIG_READERS = {"training/checkpoints.py", "play.py", "experiments/report.py"}
+# provenance check, which compares a cell's own gin bindings with it; the tracker's
+# forwarder, which sends its bindings as the run's parameters. Values a tool reads
+# from a run (env, budget, intervals) come from run_settings.json.
+OPERATIVE_CONFIG_READERS = {"training/checkpoints.py", "play.py", "experiments/report.py",
+                            "tracking/forwarder.py"}
 
 
 def _sources():
