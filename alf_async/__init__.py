@@ -5,6 +5,7 @@ CPU-feature banner) are off unless `TF_CPP_MIN_LOG_LEVEL` is set, and the old
 `gym` that tf-agents imports (alf_async uses gymnasium) is imported here with
 its "unmaintained" notice held back, and the `distutils` they both use is
 Python's own, not setuptools' (whose import costs every start ~0.2 s). Warnings and errors still show.
+Without a display, MuJoCo renders through EGL (`MUJOCO_GL`, unless set).
 
 Run as a command (`python -m alf_async.<command>`), a Ctrl-C before the
 command installs its own handler (while TensorFlow is imported, say) ends
@@ -19,6 +20,10 @@ import sys
 import warnings
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+# MuJoCo renders (evaluation videos, play --gif) off-screen through EGL where there
+# is no display; read when mujoco is first imported, so set before anything does.
+if not os.environ.get("DISPLAY"):
+    os.environ.setdefault("MUJOCO_GL", "egl")
 
 
 def _exit_on_interrupt(signum, frame) -> None:

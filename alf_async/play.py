@@ -23,10 +23,6 @@ flags.DEFINE_string("gif", None, "Save one rendered greedy episode to this GIF f
 flags.mark_flag_as_required("root_dir")
 FLAGS = flags.FLAGS
 
-# Our envs without a gymnasium id of their own: (gymnasium id, observed components).
-_GYM_TWINS = {"CartPoleNoVelocity-v1": ("CartPole-v1", [0, 2])}
-
-
 def _policy_dir() -> str:
     """The run's complete exported policy; exits 2 in one line where it has none."""
     path = files.readable_directory(os.path.join(FLAGS.root_dir, files.POLICY_DIR))
@@ -51,6 +47,7 @@ def main(argv) -> None:
     from alf_async.environments import create_environment
     from alf_async.training import run  # noqa: F401  registers the gin configurables
     from alf_async.training.assembly import run_settings
+    from alf_async.training import videos
     from alf_async.training.evaluation import episodes_summary, greedy_actions, play_episodes
 
     gin.parse_config_file(os.path.join(FLAGS.root_dir, "operative_config.gin"),
@@ -67,54 +64,9 @@ def main(argv) -> None:
                            FLAGS.num_episodes)
     print(episodes_summary(played))
     if FLAGS.gif:
-        frames = record_episode(policy, run_settings().env.env_name, FLAGS.seed)
-        frames[0].save(FLAGS.gif, save_all=True, append_images=frames[1:], duration=20,
-                       loop=0)
+        frames = videos.record_episode(policy, run_settings().env.env_name, FLAGS.seed)
+        files.write_bytes(FLAGS.gif, videos.gif_bytes(frames))
         print(f"wrote {FLAGS.gif} ({len(frames)} frames)")
-
-
-def record_episode(policy, env_name: str, seed=None, max_steps: int = 10_000):
-    """Frames (PIL images) of one greedy episode of gymnasium's `env_name`.
-
-    Atari ids are preprocessed as in training; the frames are the full-size
-    screen. Small screens (MinAtar's 10x10) are scaled up.
-    """
-    # pylint: disable=import-outside-toplevel
-    import numpy as np
-    from tf_agents.trajectories import time_step as ts
-
-    from alf_async.environments.subenvs import make_gymnasium_env, observation_dtype
-    from alf_async.training.evaluation import greedy_actions
-
-    gym_name, observed = _GYM_TWINS.get(env_name, (env_name, slice(None)))
-    env = make_gymnasium_env(gym_name, render_mode="rgb_array")
-    dtype = observation_dtype(env.observation_space)
-    observation, _ = env.reset(seed=seed)
-    frames = [_image(env.render())]
-    act = greedy_actions(policy, 1)
-    for step in range(max_steps):
-        step_type = ts.StepType.FIRST if step == 0 else ts.StepType.MID
-        observation = np.asarray(observation).astype(dtype)[observed]
-        action = np.asarray(act(observation[None], [step_type]))[0]
-        observation, _, terminated, truncated, _ = env.step(int(action))
-        frames.append(_image(env.render()))
-        if terminated or truncated:
-            break
-    env.close()
-    return frames
-
-
-def _image(frame, min_size: int = 160):
-    """An `[H, W, 3]` rgb frame (uint8, or float in [0, 1]) as a PIL image >= `min_size` high."""
-    # pylint: disable=import-outside-toplevel
-    import numpy as np
-    from PIL import Image
-
-    if np.issubdtype(frame.dtype, np.floating):
-        frame = (np.clip(frame, 0.0, 1.0) * 255).astype(np.uint8)
-    image = Image.fromarray(frame)
-    scale = max(1, -(-min_size // frame.shape[0]))
-    return image.resize((frame.shape[1] * scale, frame.shape[0] * scale), Image.NEAREST)
 
 
 if __name__ == "__main__":

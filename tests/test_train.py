@@ -103,3 +103,31 @@ def test_a_bad_tf_config_is_one_line_before_tensorflow(tf_config, no_tensorflow,
     assert result.returncode == 2
     assert "Bad setting: --tf_config must be TF_CONFIG's JSON" in _one_line(result)
     assert not (tmp_path / "run").exists()
+
+
+def test_a_missing_root_dir_is_one_line_and_exit_2(no_tensorflow):
+    result = command("alf_async.train", ["--gin_file=gin_configs/ppo_async.gin"], no_tensorflow)
+    assert result.returncode == 2
+    assert "--root_dir is required" in _one_line(result)
+
+
+def test_an_unknown_tracker_is_one_line_and_exit_2(no_tensorflow, tmp_path):
+    result = command("alf_async.train", ["--gin_file=gin_configs/ppo_async.gin",
+                                         f"--root_dir={tmp_path / 'run'}", "--tracker=neptune"],
+                     no_tensorflow)
+    assert result.returncode == 2
+    assert "--tracker must be one of none, mlflow, wandb" in _one_line(result)
+    assert not (tmp_path / "run").exists()
+
+
+def test_list_configs_names_every_shipped_config_and_the_extras_it_needs(no_tensorflow):
+    result = command("alf_async.train", ["--list_configs"], no_tensorflow)
+    assert result.returncode == 0, result.stderr
+    lines = {line.split()[0]: line for line in result.stdout.splitlines()}
+    shipped = sorted(n for n in os.listdir(os.path.join(ROOT, "gin_configs")) if n.endswith(".gin"))
+    assert sorted(lines) == shipped
+    assert "PPO on CartPole-v1 with the asynchronous driver." in lines["ppo_async.gin"]
+    assert "needs" not in lines["ppo_async.gin"]
+    assert lines["sac_mujoco.gin"].endswith("[needs .[mujoco], .[replay]]")
+    assert lines["ppo_remote.gin"].endswith("[needs .[replay]]")  # actor processes: Reverb
+    assert lines["dqn_minatar.gin"].endswith("[needs .[minatar], .[replay]]")

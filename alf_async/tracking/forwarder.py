@@ -230,7 +230,7 @@ class Forwarder:
     def _send_videos(self) -> None:
         folder = os.path.join(self._root_dir, "videos")
         for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else ():
-            if name not in self._videos_sent and not name.startswith("."):
+            if name not in self._videos_sent and name.endswith((".gif", ".mp4")):
                 self._tracker.log_file(os.path.join(folder, name), "videos")
                 self._videos_sent.add(name)
 

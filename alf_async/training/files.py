@@ -25,9 +25,16 @@ _STAGED = ".partial-"
 
 def write_text(path: str, text: str) -> None:
     """Writes `text` to `path` whole: a reader sees the old file or the new one."""
+    write_bytes(path, text.encode())
+
+
+def write_bytes(path: str, data: bytes) -> None:
+    """Writes `data` to `path` whole (its folder made if missing): a reader sees the
+    old file or the new one."""
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     staged = f"{path}{_STAGED}{os.getpid()}"
-    with open(staged, "w") as f:
-        f.write(text)
+    with open(staged, "wb") as f:
+        f.write(data)
         f.flush()
         os.fsync(f.fileno())
     os.replace(staged, path)

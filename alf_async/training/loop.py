@@ -258,11 +258,12 @@ class Hooks:
 
     def __init__(self, algorithm, learner, driver, loop, counters: Counters,
                  manager: tf.train.CheckpointManager, progress: Progress,
-                 settings: RunSettings):
+                 settings: RunSettings, video=None):
+        """`video`: an `EvalVideo`, told of each evaluation (None: no videos)."""
         self._algorithm, self._learner, self._driver, self._loop = (algorithm, learner,
                                                                     driver, loop)
         self._counters, self._manager, self._progress = counters, manager, progress
-        self._settings = settings
+        self._settings, self._video = settings, video
         self._episodes_before = int(counters.episodes)
         self._failed_saves = 0  # in a row
         self._timings = {}
@@ -285,6 +286,9 @@ class Hooks:
         if settings.eval_interval and iteration % settings.eval_interval == 0:
             evaluate(self._algorithm, counters.iteration, settings.num_eval_episodes,
                      settings.seed)
+            if self._video is not None:
+                self._video.after_evaluation(self._algorithm, iteration // settings.eval_interval,
+                                             counters.iteration, int(counters.env_steps))
         if progress.due(settings.log_interval_secs, "line"):
             self._console.log(counters, progress.frames_per_sec(), average_return,
                               self._driver.learn_queue_size(), self._timings,

@@ -21,6 +21,7 @@ from alf_async.training.settings import RunSettings, Settings, write_settings
 from alf_async.config import check_writable
 from alf_async.learning.devices import worker_index
 from alf_async.training.signals import SignalStop
+from alf_async.training.videos import EvalVideo
 from alf_async.training.loop import (Budget, Hooks, Progress, StopCondition, Timeline,
                                      iterate)
 
@@ -212,8 +213,11 @@ def _resume(records: Settings, root_dir: str, algorithm, learner, driver, loop) 
     writer = (tf.summary.create_file_writer(os.path.join(root_dir, "train")) if worker == 0
               else tf.summary.create_noop_writer())
     progress = Progress(counters, settings.report_return)
+    video = (EvalVideo(root_dir, records.env.env_name, settings.eval_video_interval,
+                       settings.seed) if settings.eval_video_interval else None)
     hooks = Hooks(algorithm, learner, driver, loop, counters, manager, progress,
-                  settings if worker == 0 else dataclasses.replace(settings, eval_interval=0))
+                  settings if worker == 0 else dataclasses.replace(settings, eval_interval=0),
+                  video)
     return _Resumed(counters, manager, progress, hooks, writer, config, worker)
 
 

@@ -51,6 +51,9 @@ class RunSettings:
         eval_interval: iterations between greedy evaluations (0: none).
         num_eval_episodes: episodes per evaluation, played in parallel on a
             separate env.
+        eval_video_interval: every this many evaluations, one greedy episode
+            is recorded as `root_dir/videos/eval_<env steps>.gif` and shown in
+            TensorBoard (`eval/video`) and the tracker (0: none).
         serve_port: collect with actor processes (`python -m alf_async.actor
             --server=THIS_HOST:PORT`) through a Reverb server on this port
             (0: a free one) instead of env threads here (None).
@@ -69,6 +72,7 @@ class RunSettings:
     progress_event_secs: Optional[float] = None
     eval_interval: int = 0
     num_eval_episodes: int = 10
+    eval_video_interval: int = 0
     serve_port: Optional[int] = None
 
 

@@ -108,7 +108,7 @@ def test_a_tracker_that_fails_gives_one_warning_and_gets_what_was_kept(tmp_path,
     tracker.down = True
     forwarder = Forwarder(str(tmp_path), tracker, SETTINGS, {"commit": "abc"},
                           interval_secs=0.01, buffer=3)
-    with caplog.at_level(logging.INFO):
+    with caplog.at_level(logging.INFO, logger="absl"):
         forwarder.start()
         _write(tmp_path / "train", [("Metrics/EnvironmentSteps", 2, 200)] +
                [(f"learner/x{i}", 2, float(i)) for i in range(4)])
@@ -151,7 +151,7 @@ def test_the_end_is_given_up_after_one_warning_when_the_tracker_stays_down(
     forwarder = Forwarder(str(tmp_path), tracker, SETTINGS, {}, interval_secs=60)
     forwarder.start()
     start = time.time()
-    with caplog.at_level(logging.WARNING):
+    with caplog.at_level(logging.WARNING, logger="absl"):
         assert not forwarder.close(exit_code, flush_secs=flush_secs)
     assert time.time() - start < 5
     assert tracker.closed is None and len(caplog.records) == 2
