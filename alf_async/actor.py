@@ -12,12 +12,14 @@ the learner stopped answering for `server_timeout_secs` (its training ended, or
 it failed), whatever the actor was waiting in.
 """
 
+import os
 import sys
 import time
 
 from absl import app, flags, logging
 
 from alf_async import config, events
+from alf_async.remote import run_secret
 from alf_async.training.gc_policy import exits_fast, imports_uncollected
 
 flags.DEFINE_string("server", None, "HOST:PORT of the learner's Reverb server.")
@@ -25,7 +27,8 @@ flags.DEFINE_integer("task", None, "This actor process's index, 0 ... max_actors
 flags.DEFINE_multi_string("gin_file", [], "The learner's gin config file(s).")
 flags.DEFINE_multi_string("gin_param", [], "The learner's gin bindings, applied last.")
 flags.DEFINE_string("root_dir", None, "The run's folder (local, NFS or gs://), where this "
-                    "actor writes its run events (root_dir/events/); None: none written.")
+                    "actor writes its run events (root_dir/events/) and reads the run's "
+                    "secret (run_secret; or set ALF_ASYNC_RUN_SECRET); None: no events.")
 flags.mark_flags_as_required(["server", "task"])
 FLAGS = flags.FLAGS
 
@@ -46,6 +49,8 @@ def _check_flags() -> None:
     config.check_gin_files(FLAGS.gin_file, required=True)
     if FLAGS.task < 0:
         raise ValueError(f"--task must be an integer >= 0, got {FLAGS.task}")
+    if not (os.environ.get(run_secret.ENV_VAR) or FLAGS.root_dir):
+        run_secret.for_actor(None)  # raises: says how to give the run's secret
 
 
 def main(argv) -> None:
@@ -82,7 +87,8 @@ def _build_actor(should_stop):
         op_threads()  # before the actor's first op, as in the learner
         return ActorProcess(FLAGS.server, FLAGS.task, settings.run.algorithm_class,
                             settings.sizes, seed=settings.run.seed,
-                            should_stop=should_stop, ends_process=True)
+                            should_stop=should_stop, ends_process=True,
+                            root_dir=FLAGS.root_dir)
     except (ValueError, LearnerNeverAnswered, ImportError) as error:
         logging.error("Actor task %d: %s", FLAGS.task, error)
         sys.exit(2)

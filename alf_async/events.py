@@ -49,6 +49,7 @@ KINDS: Dict[str, Tuple[str, ...]] = {
     "fault_injected": ("kind", "target"),  # by a chaos run
     "env_exception_survived": ("env", "error"),  # an env was rebuilt
     "unroll_duplicated": ("task", "unroll"),  # an actor's unroll reached the learner again
+    "unroll_refused": ("task", "refused"),  # an item without the run's secret (a foreign client)
     "stopped": ("status",),  # the process's exit status
     # population-based training (`python -m alf_async.pbt`, in ROOT/events):
     "member_ready": ("member", "generation", "env_steps", "score"),  # at a ready point

@@ -40,6 +40,7 @@ from absl import flags, logging
 
 from alf_async import config, events, extras
 from alf_async.extras import MissingExtraError
+from alf_async.remote import run_secret
 from alf_async.supervision.backend import Backend
 from alf_async.supervision.backends import BACKENDS, LaunchSettings, make_backend
 from alf_async.supervision.commands import LearnerWorker, child_specs, log_dir
@@ -181,6 +182,10 @@ def main(argv) -> None:
     made = "://" not in FLAGS.root_dir and not os.path.exists(FLAGS.root_dir)
     try:
         root_dir = _run_dir(FLAGS.root_dir)
+        # Made before Ray or any child starts: processes of this host inherit it, the
+        # others read root_dir/run_secret.
+        os.environ[run_secret.ENV_VAR] = str(run_secret.for_learner(
+            None if "://" in root_dir else root_dir))
         backend, specs, servers = _backend_and_specs(root_dir)
     except ValueError as error:
         kind = "Missing package" if isinstance(error, MissingExtraError) else "Bad setting"

@@ -42,6 +42,7 @@ class _Processes:
         log = open(self._tmp_path / f"{name}.log", "w")
         self.procs[name] = subprocess.Popen([sys.executable, "-m", *args], cwd=ROOT,
                                             stdout=log, stderr=subprocess.STDOUT,
+                                            env=dict(os.environ, ALF_ASYNC_RUN_SECRET="17"),
                                             preexec_fn=(lambda: os.nice(nice)) if nice else None)
         log.close()
         return self.procs[name]
@@ -236,3 +237,13 @@ def test_a_starved_actor_ends_when_its_learner_is_killed(tmp_path, processes):
               if line.startswith("E") or "exiting" in line]
     assert len(errors) == 1 and ("has not answered for 5 s" in errors[0]
                                  or "no answer for" in errors[0]), errors
+
+
+def test_an_actor_without_the_runs_secret_is_one_line_and_exit_2(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "ALF_ASYNC_RUN_SECRET"}
+    result = subprocess.run([sys.executable, "-m", "alf_async.actor", "--server=127.0.0.1:1",
+                             "--task=0", f"--gin_file={GIN_FILE}"], cwd=ROOT, env=env,
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "no run secret" in lines[0] and "ALF_ASYNC_RUN_SECRET" in lines[0]

@@ -7,6 +7,7 @@ them, so `import toolkit` finds it. Its rate measurement lives in
 
 import contextlib
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -17,6 +18,7 @@ from absl import flags
 
 # trainer: the configurables the gin files bind (`train` among them).
 from alf_async import config  # noqa: F401  pylint: disable=unused-import
+from alf_async.remote import run_secret
 from alf_async.training import assembly
 from alf_async.training import run as run_lib
 from alf_async.training.settings import RunSettings
@@ -33,6 +35,8 @@ flags.DEFINE_integer("num_actor_queues", None, "N.")
 flags.DEFINE_string("env_name", None, "create_environment.env_name.")
 flags.DEFINE_integer("num_workers", None, "create_environment.num_workers (env processes).")
 FLAGS = flags.FLAGS
+# The in-process learner and the actor processes a tool starts share one run secret.
+os.environ.setdefault(run_secret.ENV_VAR, str(secrets.randbits(63)))
 
 _SIZE_FLAGS = {
     "num_envs": "AsyncOffPolicyDriver.num_envs",

@@ -56,6 +56,7 @@ class RemoteCollection:
         registry = self.service.registry
         return {"driver/actors_alive": self.service.actors_alive(),
                 "faults/duplicated_unrolls": registry.duplicated,
+                "faults/refused_unrolls": registry.refused,
                 "faults/missing_unrolls": registry.missing}
 
     @staticmethod

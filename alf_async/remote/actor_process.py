@@ -20,7 +20,7 @@ from alf_async.metrics import EpisodeStats
 from alf_async.drivers import AsyncOffPolicyDriver, DriverSizes, local_collection
 from alf_async.environments import create_environment, first_env
 from alf_async.experience import Unroll
-from alf_async.remote import weights
+from alf_async.remote import run_secret, weights
 from alf_async.extras import import_reverb
 from alf_async.remote.learner_watch import LearnerWatch
 from alf_async.remote.service import UNROLLS, RemoteUnroll
@@ -126,7 +126,7 @@ class ActorProcess:
                  connect_timeout_secs: float = 300.0,
                  env_factory: Optional[Callable] = None,
                  should_stop: Callable[[], bool] = lambda: False,
-                 ends_process: bool = False):
+                 ends_process: bool = False, root_dir: Optional[str] = None):
         """
         Args:
             server: `HOST:PORT` of the learner's Reverb server.
@@ -148,9 +148,13 @@ class ActorProcess:
             ends_process: the actor command's: a learner silent past the
                 timeouts (plus a grace) ends the process, whatever call it
                 is blocked in (`LearnerWatch`).
+            root_dir: the learner's, whose `run_secret` file the unrolls carry
+                (read once the first weights came: the learner made it by
+                then); `ALF_ASYNC_RUN_SECRET` instead where set.
 
         Raises:
-            ValueError: a bad `task`, or weights that do not fit the algorithm.
+            ValueError: a bad `task`, weights that do not fit the algorithm, or no
+                run secret.
             LearnerGone: no weights within `connect_timeout_secs`.
             StoppedBeforeStart: `should_stop()` while waiting for them.
         """
@@ -176,6 +180,7 @@ class ActorProcess:
             self._await_first_weights(should_stop)
         finally:
             self.watch.disarm()
+        self._secret = run_secret.for_actor(root_dir)
         collection = local_collection(env_factory, algorithm, version, sizes, task)
         # Every env of its own: `EpisodeStats.counted_envs` names the learner's env ids.
         stats = EpisodeStats(collection.num_streams, collection.batch_size, counted_envs=None)
@@ -265,7 +270,7 @@ class ActorProcess:
         self._writer.append(tf.nest.map_structure(
             lambda x: np.asarray(x), RemoteUnroll(
                 unroll, np.int32(self.task), np.int64(self._incarnation),
-                np.int64(self.unrolls_sent))))
+                np.int64(self.unrolls_sent), np.int64(self._secret))))
         try:
             self._writer.create_item(UNROLLS, 1.0, tf.nest.map_structure(
                 lambda column: column[-1], self._writer.history))

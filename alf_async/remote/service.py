@@ -13,7 +13,7 @@ from absl import logging
 from alf_async import events, quiet
 from alf_async.experience import Unroll
 from alf_async.queues import TFQueues
-from alf_async.remote import weights
+from alf_async.remote import run_secret, weights
 from alf_async.extras import import_reverb, trajectory_dataset
 from alf_async.collection.driver_thread import DriverThread
 
@@ -28,16 +28,18 @@ class RemoteUnroll(NamedTuple):
     every env thread of every actor process is one stream; `task` is the
     actor process's `--task`; `incarnation` (random, int64) tells a restarted
     process apart, and `sequence` counts its unrolls from 0, so that the
-    learner sees an unroll delivered twice or lost.
+    learner sees an unroll delivered twice or lost; `secret` is the run's
+    (`run_secret`): an item without it is refused.
     """
     unroll: Unroll
     task: Any
     incarnation: Any
     sequence: Any
+    secret: Any
 
 
 def remote_unroll_spec(unroll_spec: Unroll) -> RemoteUnroll:
-    return RemoteUnroll(unroll_spec, tf.TensorSpec([], tf.int32),
+    return RemoteUnroll(unroll_spec, tf.TensorSpec([], tf.int32), tf.TensorSpec([], tf.int64),
                         tf.TensorSpec([], tf.int64), tf.TensorSpec([], tf.int64))
 
 
@@ -56,6 +58,18 @@ class ActorRegistry:
         self._sequences: Dict[tuple, int] = {}  # (task, incarnation) -> last sequence
         self.duplicated = 0  # unrolls delivered again
         self.missing = 0  # unrolls skipped within one incarnation
+        self.refused = 0  # items without the run's secret
+
+    def refuse(self, task: int) -> None:
+        """Counts an item without the run's secret; the first logs one warning line."""
+        with self._lock:
+            self.refused += 1
+            first = self.refused == 1
+        if first:
+            logging.warning("Refused an unroll without this run's secret (claimed actor task "
+                            "%d): a client that is not one of the run's actors wrote to the "
+                            "Reverb port; faults/refused_unrolls counts them", task)
+        events.emit("unroll_refused", task=int(task), refused=self.refused)
 
     def seen(self, task: int, incarnation: int = 0, sequence: int = 0) -> None:
         with self._lock:
@@ -107,10 +121,11 @@ class UnrollReaderThread(DriverThread):
     """
 
     def __init__(self, name: str, coord: tf.train.Coordinator, queues: TFQueues,
-                 serve: Callable[[], str], registry: ActorRegistry):
-        """`serve() -> address` starts the server (at `prepare()`, with the driver)."""
+                 serve: Callable[[], str], registry: ActorRegistry, secret: int):
+        """`serve() -> address` starts the server (at `prepare()`, with the driver);
+        an item without `secret` is refused (`registry.refuse`)."""
         super().__init__(name, coord, queues.close_all)
-        self._queues = queues
+        self._queues, self._secret = queues, secret
         self._registry = registry
         self._serve = serve
         self._dataset = self._samples = None
@@ -132,6 +147,9 @@ class UnrollReaderThread(DriverThread):
             item = next(self._samples).data
         except (StopIteration, tf.errors.OutOfRangeError):  # the server stopped
             self._samples = None
+            return
+        if int(item.secret) != self._secret:
+            self._registry.refuse(int(item.task))
             return
         if int(item.task) == STOP_TASK:
             return  # `close()` woke it
@@ -185,7 +203,8 @@ class ReverbService:
     and every `publish_interval` updates. Its threads run under the
     driver's coordinator.
 
-    The server listens on every interface of the host at `port`.
+    The server listens on every interface of the host at `port`. An unroll
+    without the run's `secret` (`run_secret`) is refused and counted.
     """
 
     # How long `close()` waits for its threads: within a SIGTERM's 5 s stop, with
@@ -194,7 +213,7 @@ class ReverbService:
     _WAKE_TIMEOUT_MS = 500  # longest the item that wakes the reader waits for room
 
     def __init__(self, unroll_spec: Unroll, variables: Sequence[tf.Variable],
-                 version: tf.Variable, num_envs: int,
+                 version: tf.Variable, num_envs: int, secret: Optional[int] = None,
                  port: Optional[int] = None,
                  max_actors: int = 16,
                  queue_capacity: int = 8,
@@ -207,6 +226,8 @@ class ReverbService:
             variables: the algorithm's variables, sent to the actors.
             version: the learner's update count (the policy version).
             num_envs: E, env threads per actor process.
+            secret: the run's (`run_secret.for_learner`); every unroll must carry it
+                (None: `ALF_ASYNC_RUN_SECRET`, else one only this process knows).
             port: where the server listens (None or 0: a free port).
             max_actors: actor tasks must be `0 ... max_actors - 1`.
             queue_capacity: unrolls the 'unrolls' table holds.
@@ -229,6 +250,7 @@ class ReverbService:
         self.registry = ActorRegistry(actor_timeout_secs)
         self._threads = []
         self._learner_id = random.randrange(2**62)  # tells a restarted learner apart
+        self._secret = run_secret.for_learner(None) if secret is None else secret
 
     def _serve(self) -> str:
         """Starts the server and publishes the weights as they are now (a resumed
@@ -261,7 +283,7 @@ class ReverbService:
         `prepare()` starts the server); `close()` joins them."""
         self._threads = [
             UnrollReaderThread("UnrollReaderThread", coord, queues, self._serve,
-                               self.registry),
+                               self.registry, self._secret),
             WeightsPublisherThread("WeightsPublisherThread", coord, queues, self.publish,
                                    self._version, self._publish_interval)]
         return self._threads
@@ -294,7 +316,7 @@ class ReverbService:
         try:
             for _ in range(count):
                 writer.append(RemoteUnroll(zeros, np.int32(STOP_TASK), np.int64(0),
-                                           np.int64(0)))
+                                           np.int64(0), np.int64(self._secret)))
                 writer.create_item(UNROLLS, 1.0, tf.nest.map_structure(
                     lambda column: column[-1], writer.history))
             writer.flush(timeout_ms=self._WAKE_TIMEOUT_MS)

@@ -23,7 +23,7 @@ from alf_async.drivers import AsyncOffPolicyDriver
 from alf_async.environments import create_environment, first_env
 from alf_async.learning.learner import Learner
 from alf_async.learning.prefetch import LearnerLoop
-from alf_async.remote import ReverbService
+from alf_async.remote import ReverbService, run_secret
 # Registers `ActorProcess`: the remote configs bind it (for their actors) beside the learner's.
 from alf_async.remote import actor_process  # noqa: F401  pylint: disable=unused-import
 from alf_async.training.settings import (DriverSizes, EnvSettings, ReplaySettings, RunSettings,
@@ -104,7 +104,8 @@ def build(settings: Optional[RunSettings] = None, root_dir: Optional[str] = None
     remote = None
     if serve_port is not None:
         remote = functools.partial(ReverbService, variables=algorithm.variables,
-                                   version=learner.train_step, port=serve_port)
+                                   version=learner.train_step, port=serve_port,
+                                   secret=run_secret.for_learner(root_dir))
     driver = AsyncOffPolicyDriver(env_factory, algorithm, learner.counters, seed=seed,
                                   remote=remote, replay_dir=replay_dir)
     learner.check_batch_shape(*driver.learn_batch_shape)

@@ -21,6 +21,7 @@ from alf_async.drivers import AsyncOffPolicyDriver  # noqa: E402
 from alf_async.errors import LearnerStarvedError  # noqa: E402
 from alf_async.remote import ActorProcess, ReverbService  # noqa: E402
 from alf_async.remote.actor_process import LearnerGone  # noqa: E402
+from alf_async.remote.service import UNROLLS, RemoteUnroll  # noqa: E402
 from alf_async.remote import weights  # noqa: E402
 from alf_async.remote.weights import IncompatibleWeights  # noqa: E402
 from alf_async.training import assembly  # noqa: E402
@@ -357,3 +358,41 @@ def test_an_actor_with_no_learner_gives_up_after_connect_timeout():
     with pytest.raises(LearnerGone, match="no weights from a learner at --server=127.0.0.1:1"):
         _ActorThread("127.0.0.1:1", 0, connect_timeout_secs=2.0)
     assert time.time() - start < 10
+
+
+def test_unrolls_from_a_client_that_is_not_one_of_the_runs_actors_are_refused_and_counted(
+        caplog):
+    """Reverb listens on every interface: a client that reaches the port and writes
+    well-formed items to the unroll table, without the run's secret, reaches nothing."""
+    driver, _ = _learner(tf.Variable(0, dtype=tf.int64))
+    driver.start()
+    actor = _ActorThread(driver.remote.address, 0)
+    taken = []
+    try:
+        _until_delivered(driver, [0])
+        foreign = reverb.Client(driver.remote.address)
+        spec = driver.remote._unroll_spec  # pylint: disable=protected-access
+        zeros = tf.nest.map_structure(lambda s: np.full(s.shape, 7, s.dtype.as_numpy_dtype),
+                                      spec)
+        with foreign.trajectory_writer(num_keep_alive_refs=1) as writer:
+            for sequence in range(3):
+                writer.append(RemoteUnroll(zeros, np.int32(1), np.int64(1), np.int64(sequence),
+                                           np.int64(99)))
+                writer.create_item(UNROLLS, 1.0, tf.nest.map_structure(lambda c: c[-1],
+                                                                       writer.history))
+            writer.flush(timeout_ms=5000)
+        deadline = time.time() + 30
+        while driver.remote.registry.refused < 3:
+            assert time.time() < deadline, "the foreign items were never read"
+            taken += _take(driver, 1)
+        taken += _take(driver, 4)
+        summaries = driver.summaries()
+    finally:
+        actor.stop()
+        timed_stop(driver, bound=5.0)
+    assert driver.remote.registry.refused == 3
+    assert summaries["faults/refused_unrolls"] == 3
+    assert driver.remote.registry.unrolls(1) == 0  # task 1 never counted as an actor
+    assert all(0 <= env_id < E for env_id, _ in taken)  # only task 0's streams
+    assert all((u["count"] != 7).any() for _, u in taken)
+    assert caplog.text.count("Refused an unroll without this run's secret") == 1
