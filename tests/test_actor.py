@@ -42,7 +42,6 @@ class _Processes:
         log = open(self._tmp_path / f"{name}.log", "w")
         self.procs[name] = subprocess.Popen([sys.executable, "-m", *args], cwd=ROOT,
                                             stdout=log, stderr=subprocess.STDOUT,
-                                            env=dict(os.environ, ALF_ASYNC_RUN_SECRET="17"),
                                             preexec_fn=(lambda: os.nice(nice)) if nice else None)
         log.close()
         return self.procs[name]
@@ -67,6 +66,12 @@ def processes(tmp_path):
     procs = _Processes(tmp_path)
     yield procs
     procs.kill_all()
+
+
+@pytest.fixture(autouse=True)
+def _one_run_secret(monkeypatch):
+    """The learner in this process and the actor processes share the run's secret."""
+    monkeypatch.setenv("ALF_ASYNC_RUN_SECRET", "17")
 
 
 @pytest.fixture

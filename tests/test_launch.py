@@ -356,3 +356,54 @@ def test_a_launch_without_reverb_names_the_extra_before_starting_anything(tmp_pa
         "Reverb) needs the [replay] extra: pip install '.[replay]'"), result.stderr
     assert "learner" not in result.stderr.lower().split("missing package")[0]
     assert not (tmp_path / "run").exists()
+
+
+def _ray_temp_folders():
+    return {name for name in os.listdir(tempfile.gettempdir()) if name.startswith("alf_ray_")
+            and not name.startswith("alf_ray_cluster_")}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("signum,when", [(signal.SIGINT, "ray_starting"),
+                                         (signal.SIGKILL, "training")])
+def test_a_ray_launch_leaves_no_process_and_no_temp_folder_5_s_after_its_end(
+        tmp_path, signum, when):
+    """Ray's agents outlived a launch by 60-70 s (parent 1) after a Ctrl-C during
+    Ray's start or a SIGKILL, and its temp folder stayed: now all gone within 5 s."""
+    before = _ray_temp_folders()
+    proc = _launch(tmp_path, f"--root_dir={tmp_path / 'run'}",
+                   "--gin_file=gin_configs/ppo_chaos.gin", "--backend=ray", "--actors=2",
+                   "--gin_param=train.stop_at_return=None")
+    seen = set()
+    try:
+        deadline = time.monotonic() + 240
+        while True:  # note every process of the launch, the short-lived ones too
+            seen |= _descendants(proc.pid)
+            names = " ".join(open(f"/proc/{pid}/cmdline").read() for pid in seen
+                             if os.path.exists(f"/proc/{pid}/cmdline"))
+            ready = ("ray::DashboardAgent" in names if when == "ray_starting"
+                     else "alf_async.actor" in names)
+            if ready:
+                break
+            assert proc.poll() is None and time.monotonic() < deadline, names
+            time.sleep(0.1)
+        if when == "training":
+            _wait_for_line(tmp_path / "launch.log", r"iteration \d+ \| env steps", proc, 240)
+            seen |= _descendants(proc.pid)
+        proc.send_signal(signum)
+        proc.wait(timeout=30)
+        end = time.monotonic()
+        while (set(_processes()) & seen or _ray_temp_folders() - before) \
+                and time.monotonic() - end < 5:
+            time.sleep(0.1)
+        left = {pid: open(f"/proc/{pid}/cmdline").read()[:60]
+                for pid in set(_processes()) & seen if os.path.exists(f"/proc/{pid}/cmdline")}
+        assert not left, f"outlived the launch by 5 s: {left}"
+        assert not _ray_temp_folders() - before
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+        for pid in set(_processes()) & seen:
+            os.kill(pid, signal.SIGKILL)

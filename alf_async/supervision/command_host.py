@@ -25,6 +25,7 @@ import threading
 import uuid
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from alf_async.supervision import ray_site
 from alf_async.supervision.commands import free_ports
 from alf_async.supervision.local import LocalProcess, Spares, popen_in_session
 
@@ -96,8 +97,10 @@ class CommandHost:
     def _popen(self, argv: Sequence[str], spare: bool = False) -> subprocess.Popen:
         if self._log_path:
             os.makedirs(os.path.dirname(self._log_path), exist_ok=True)
-            return popen_in_session(argv, self._log_path, spare=spare, cwd=self._cwd)
-        popen = popen_in_session(argv, stdout=subprocess.PIPE, spare=spare, cwd=self._cwd)
+            return popen_in_session(argv, self._log_path, spare=spare, cwd=self._cwd,
+                                    env=ray_site.without_this_folder(os.environ))
+        popen = popen_in_session(argv, stdout=subprocess.PIPE, spare=spare, cwd=self._cwd,
+                                 env=ray_site.without_this_folder(os.environ))
         reader = threading.Thread(target=self._read, args=(popen.stdout,), daemon=True,
                                   name="CommandOutput")
         reader.start()

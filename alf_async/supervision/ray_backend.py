@@ -32,6 +32,7 @@ from absl import logging
 
 from alf_async import extras
 from alf_async.supervision.backend import ChildSpec
+from alf_async.supervision import ray_reaper, ray_site
 from alf_async.supervision.command_host import CommandHost
 from alf_async.supervision.ray_reports import RayReports
 
@@ -228,13 +229,16 @@ class RayBackend:
                      "starting a Ray of its own on this host, on loopback")
         if address:
             try:
-                self._ray.init(address=address, **kwargs)
+                with ray_site.pydantic_hidden():  # the driver's own processes
+                    self._ray.init(address=address, **kwargs)
             except ConnectionError as error:
                 raise ValueError(f"--address={address}: {error}") from None
             return
         self._temp_dir = tempfile.mkdtemp(prefix="alf_ray_")  # short: socket paths
-        self._ray.init(**kwargs, object_store_memory=_LOCAL_OBJECT_STORE_BYTES,
-                       _temp_dir=self._temp_dir)
+        ray_reaper.start(self._temp_dir)  # what Ray leaves, gone when this process is
+        with ray_site.pydantic_hidden():
+            self._ray.init(**kwargs, object_store_memory=_LOCAL_OBJECT_STORE_BYTES,
+                           _temp_dir=self._temp_dir)
 
     def _check_resources(self, flag: str, resources: Dict[str, float], count: int) -> None:
         """Raises ValueError unless the live nodes hold `count` processes of `resources`

@@ -24,6 +24,7 @@ import shutil
 import tempfile
 from typing import List, Tuple
 
+from alf_async.supervision import ray_site
 from alf_async.supervision.ray_backend import import_ray
 
 _HOSTS = 64  # node addresses 127.0.0.2 ... 127.0.0.64, the replacements included
@@ -52,8 +53,9 @@ class SimulatedCluster:
         from ray.cluster_utils import Cluster  # pylint: disable=import-outside-toplevel
         self._per_node = {"actor": -(-actors // actor_nodes)}  # K / N, rounded up
         self._last_host = 1  # the head's: 127.0.0.1
-        self._cluster = Cluster(initialize_head=True, head_node_args=dict(
-            include_dashboard=False, _system_config=HEALTH_CHECK, **_NODE_MEMORY))
+        with ray_site.pydantic_hidden():
+            self._cluster = Cluster(initialize_head=True, head_node_args=dict(
+                include_dashboard=False, _system_config=HEALTH_CHECK, **_NODE_MEMORY))
         self.learner_node = self._add_node(LEARNER_RESOURCES)
         self.actor_nodes = [self._add_node(self._per_node) for _ in range(actor_nodes)]
 
@@ -67,8 +69,9 @@ class SimulatedCluster:
         self._last_host += 1
         if self._last_host > _HOSTS:
             raise RuntimeError(f"SimulatedCluster: more than {_HOSTS - 1} nodes added")
-        node = self._cluster.add_node(resources=resources, **_NODE_MEMORY,
-                                      node_ip_address=f"127.0.0.{self._last_host}")
+        with ray_site.pydantic_hidden():
+            node = self._cluster.add_node(resources=resources, **_NODE_MEMORY,
+                                          node_ip_address=f"127.0.0.{self._last_host}")
         self._cluster.wait_for_nodes()
         return node
 
