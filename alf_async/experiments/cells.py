@@ -91,6 +91,14 @@ class Cell:
     runner: str = "train"  # a key of RUNNERS
     gin_sha256: Tuple[str, ...] = ()  # the gin files' content, as it was
     version: Optional[str] = None  # the project's commit, where known
+    # A `--new_cell` copy's differences from the cell whose name it extends
+    # ("binding 'x' added"): named beside it in the report, the table and the legend.
+    differs: Tuple[str, ...] = ()
+
+    @property
+    def label(self) -> str:
+        """The name, with what differs from the cell it was renamed from."""
+        return f"{self.name} ({'; '.join(self.differs)})" if self.differs else self.name
 
     @property
     def gin_bindings(self) -> Tuple[str, ...]:
@@ -125,9 +133,11 @@ class Cell:
         """This cell, or a copy named `<name>-2`, `-3`, ... whose directory in
         `out_dir` is new or holds the same cell (`--new_cell`)."""
         cell, number = self, 1
+        first = self.differences(os.path.join(out_dir, self.name))
         while cell.differences(os.path.join(out_dir, cell.name)):
             number += 1
-            cell = dataclasses.replace(self, name=f"{self.name}-{number}")
+            cell = dataclasses.replace(self, name=f"{self.name}-{number}",
+                                       differs=tuple(f"vs {self.name}: {d}" for d in first))
         return cell
 
 
@@ -141,7 +151,7 @@ def load_cell(cell_dir: str):
     return Cell(data["name"], tuple(data["gin_files"]), tuple(data["bindings"]),
                 tuple(tuple(g) for g in data["grid"]), data.get("target"),
                 data.get("runner", "train"), tuple(data.get("gin_sha256", ())),
-                data.get("version"))
+                data.get("version"), tuple(data.get("differs", ())))
 
 
 def _short(binding: str, value: str) -> str:

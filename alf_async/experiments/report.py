@@ -67,7 +67,7 @@ def summarize_cell(cell_dir: str, cell: Cell, target: Optional[float]) -> Dict:
         curves.append(curve)
     if not seeds:
         raise ValueError(f"{cell_dir} has no run with a finished episode")
-    return dict(name=cell.name, gin_files=list(cell.gin_files), bindings=list(cell.bindings),
+    return dict(name=cell.label, gin_files=list(cell.gin_files), bindings=list(cell.bindings),
                 target=target, **_env_and_budget(runs[0]),
                 seeds=seeds,
                 reached=sum(s["env_steps_to_target"] is not None for s in seeds),
@@ -190,7 +190,7 @@ def plot(summary: Dict, path: str) -> None:
     time, over each of its seeds' own curves (thin)."""
     plt = extras.pyplot("python -m alf_async.experiment report", "experiment")
 
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.8))
     several = len(summary["experiments"]) > 1
     for experiment in summary["experiments"]:
         for cell in experiment["cells"]:
@@ -208,9 +208,11 @@ def plot(summary: Dict, path: str) -> None:
                                     color=line.get_color())
     for ax, xlabel in zip(axes, ("env steps", "seconds since the run's first event")):
         ax.set_xlabel(xlabel)
-        ax.set_ylabel("average return (mean where half the seeds run, 95 % CI; seeds thin)")
+        ax.set_ylabel("average return")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
+    fig.suptitle("Each cell: the mean over its seeds (a finished seed holds its last value) "
+                 "with its 95 % CI; each seed thin", fontsize=9)
     save_figure(plt, fig, path)
 
 

@@ -76,30 +76,18 @@ def mean_curve(curves: List[Curve], x_key: str, points: int = 100) -> Dict[str, 
     """The seeds' mean curve against `x_key` ('env_steps' or 'seconds') with its 95 % CI.
 
     The curves are interpolated onto `points` evenly spaced x values from the
-    earliest first point to the latest last point; at each x the mean and its
-    interval are over the seeds whose curve spans it, and only where at least
-    half of the seeds do (a seed that started late or ran longer does not
-    shrink the curve to the others' common span, nor carry it alone).
+    point where every seed has begun (the latest first point) to the latest
+    last point; a seed that ended (at its target, or its budget) holds its last
+    value after it. Every point is a mean over all the seeds: the mean never
+    jumps where a seed joins or leaves.
     """
-    start = min(float(c[x_key][0]) for c in curves)
+    start = max(float(c[x_key][0]) for c in curves)
     end = max(max(float(c[x_key][-1]) for c in curves), start)
     grid = np.linspace(start, end, points)
-    values = np.full((len(curves), points), np.nan)
-    for row, c in zip(values, curves):
-        x = c[x_key].astype(np.float64)
-        inside = (grid >= x[0]) & (grid <= x[-1])
-        row[inside] = np.interp(grid[inside], x, c["value"])
-    present = ~np.isnan(values)
-    keep = 2 * present.sum(axis=0) >= len(curves)
-    grid, values, present = grid[keep], values[:, keep], present[:, keep]
-    low, high = [None] * len(grid), [None] * len(grid)
-    for pattern in {tuple(column) for column in present.T}:
-        columns = np.flatnonzero([tuple(column) == pattern for column in present.T])
-        seeds = np.flatnonzero(pattern)
-        interval = confidence_interval(values[np.ix_(seeds, columns)], statistic=np.mean)
-        for k, column in enumerate(columns):
-            low[column] = None if interval[0] is None else interval[0][k]
-            high[column] = None if interval[1] is None else interval[1][k]
+    values = np.stack([np.interp(grid, c[x_key].astype(np.float64), c["value"])
+                       for c in curves])
+    interval = confidence_interval(values, statistic=np.mean)
+    low, high = ([None] * len(grid), [None] * len(grid)) if interval[0] is None else interval
     rounded = lambda xs: [None if x is None else round(float(x), 3) for x in xs]
-    return dict(x=rounded(grid), mean=rounded(np.nanmean(values, axis=0)), low=rounded(low),
+    return dict(x=rounded(grid), mean=rounded(values.mean(axis=0)), low=rounded(low),
                 high=rounded(high))

@@ -96,3 +96,22 @@ def test_a_result_published_anew_gets_its_curves_drawn_again(tmp_path):
     assert png.read_bytes() == b"stale curves of the previous result"  # not asked: kept
     docs_tables.write(str(tmp_path), redraw=["ppo_async"])
     assert png.read_bytes().startswith(b"\x89PNG")
+
+
+def test_the_summary_gives_a_chaos_experiments_fault_free_and_faulted_seeds_rows_of_their_own():
+    """Pooled, the two rows of ppo_chaos.gin (local and Ray) looked the same and each
+    median mixed 5 fault-free with 5 fault-injected seeds."""
+    def cell(name, steps):
+        return dict(_cell(name), seeds=[dict(seed=s, env_steps_to_target=steps,
+                                             seconds_to_target=steps / 10_000)
+                                        for s in range(5)])
+    chaos = dict(config="ppo_chaos.gin", source="alf_async.experiment", experiments=[
+        dict(cells=[cell("faults=all", 200_000), cell("faults=none", 100_000)])])
+    catalog = [dict(result="ppo_chaos", task="CartPole-v1", where="Ray cluster",
+                    reference="the fault-free Ray runs beside it")]
+    rows = docs_tables.summary_table([("ppo_chaos", chaos)], catalog).splitlines()[2:]
+    assert rows == [
+        "| CartPole-v1 | [`ppo_chaos.gin`](#ppo_chaos) (Ray cluster, fault-free) | 475 | 5/5 | "
+        "100.0k | 10.0 | the baseline of the row below |",
+        "| CartPole-v1 | [`ppo_chaos.gin`](#ppo_chaos) (Ray cluster, faults injected) | 475 | "
+        "5/5 | 200.0k | 20.0 | the fault-free Ray runs beside it |"]

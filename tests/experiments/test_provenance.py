@@ -51,7 +51,10 @@ def test_new_cell_puts_other_settings_beside_the_first(tmp_path):
     runs = launcher.seed_runs([_cell(tmp_path, "a.b=2")], [1], out, new_cell=True)
     assert runs[0].root_dir == os.path.join(out, "ppo-2", "seed_1")
     assert cells.load_cell(os.path.join(out, "ppo")).bindings == ("a.b=1",)
-    assert cells.load_cell(os.path.join(out, "ppo-2")).bindings == ("a.b=2",)
+    beside = cells.load_cell(os.path.join(out, "ppo-2"))
+    assert beside.bindings == ("a.b=2",)
+    # what differs is named with it: in the report's tables and the figure's legend
+    assert beside.label == "ppo-2 (vs ppo: binding 'a.b=1' removed; vs ppo: binding 'a.b=2' added)"
     again = launcher.seed_runs([_cell(tmp_path, "a.b=2")], [1], out, new_cell=True)
     assert again[0].root_dir == runs[0].root_dir  # the same settings find their cell
 
