@@ -10,7 +10,7 @@ import logging as std_logging
 import os
 import sys
 import tempfile
-from typing import Callable, List, Sequence
+from typing import Callable, Dict, List, Sequence, Tuple
 
 import gin
 from gin import config_parser
@@ -87,6 +87,14 @@ def shipped_configs() -> List[str]:
             return sorted(os.path.join(folder, name) for name in os.listdir(folder)
                           if name.endswith(".gin"))
     return []
+
+
+def gin_bindings(text: str) -> Dict[Tuple[str, str, str], object]:
+    """(scope, configurable, parameter) -> value of every binding in gin `text`; the
+    configurable without its module, as the operative config may print it."""
+    parser = config_parser.ConfigParser(text, gin.config.ParserDelegate(skip_unknown=True))
+    return {(s.scope, s.selector.rsplit(".", 1)[-1], s.arg_name): s.value
+            for s in parser if isinstance(s, config_parser.BindingStatement)}
 
 
 def _statements(path: str):

@@ -113,13 +113,14 @@ def _train() -> None:
     # pylint: disable=import-outside-toplevel
     from alf_async.training import promotion, run as run_lib
 
+    from alf_async.experiments.provenance import run_tags
     from alf_async.tracking.forwarder import tracked
 
     made_root_dir = not os.path.exists(FLAGS.root_dir)
     chief = FLAGS.tf_config is None or json.loads(FLAGS.tf_config)["task"]["index"] == 0
     tracker = tracker_settings.from_flags() if chief else tracker_settings.TrackerSettings()
     with events.lifetime(FLAGS.root_dir, "learner", "train", held=promotion.pending()), \
-            tracked(FLAGS.root_dir, tracker, FLAGS.gin_file):
+            tracked(FLAGS.root_dir, tracker, run_tags(FLAGS.root_dir, FLAGS.gin_file)):
         _train_or_exit(run_lib, made_root_dir)
 
 

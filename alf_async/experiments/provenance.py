@@ -12,8 +12,8 @@ import os
 import subprocess
 from typing import Dict, List, Optional, Sequence, Tuple
 
-import gin
-from gin import config_parser
+from alf_async.config import gin_bindings
+
 
 
 def gin_digests(gin_files: Sequence[str]) -> Tuple[Optional[str], ...]:
@@ -68,14 +68,6 @@ def differences(saved: Dict, new: Dict) -> List[str]:
     return found
 
 
-def gin_bindings(text: str) -> Dict[Tuple[str, str, str], object]:
-    """(scope, configurable, parameter) -> value of every binding in gin `text`; the
-    configurable without its module, as the operative config may print it."""
-    parser = config_parser.ConfigParser(text, gin.config.ParserDelegate(skip_unknown=True))
-    return {(s.scope, s.selector.rsplit(".", 1)[-1], s.arg_name): s.value
-            for s in parser if isinstance(s, config_parser.BindingStatement)}
-
-
 def _plain(value) -> bool:
     """Whether `value` is a literal (not a `@reference` or a `%macro`), so compares."""
     if isinstance(value, (list, tuple)):
@@ -95,3 +87,11 @@ def operative_mismatches(operative_text: str, bindings: Sequence[str]) -> List[s
             if key in ran and _plain(value) and _plain(ran[key]) and ran[key] != value:
                 found.append(f"{binding} (ran with {ran[key]!r})")
     return found
+
+
+def run_tags(root_dir: str, gin_files: Sequence[str]) -> Dict[str, str]:
+    """A run's provenance as a tracker's tags, the same a cell's `cell.json` holds: the
+    commit, the gin files with their sha256, and the run's root_dir."""
+    return {"commit": project_version() or "unknown", "gin_files": ",".join(gin_files),
+            "gin_sha256": ",".join(d or "missing" for d in gin_digests(gin_files)),
+            "root_dir": os.path.abspath(root_dir)}

@@ -19,13 +19,13 @@ import os
 import logging as std_logging
 import threading
 import time
-from typing import Callable, Deque, Dict, Iterator, List, Optional, Sequence
+from typing import Callable, Deque, Dict, Iterator, List, Optional
 
 from absl import logging
 from tensorboard.backend.event_processing import directory_watcher, event_file_loader, io_wrapper
 from tensorboard.util import tensor_util
 
-from alf_async.experiments import provenance
+from alf_async import config
 from alf_async.tracking import settings as tracker_settings
 from alf_async.tracking.clients import Point, Tracker, make_tracker
 from alf_async.training import files
@@ -122,7 +122,7 @@ def bindings(root_dir: str) -> Optional[Dict[str, str]]:
     except FileNotFoundError:
         return None
     return {"/".join(filter(None, [scope, f"{name}.{param}"])): repr(value)
-            for (scope, name, param), value in provenance.gin_bindings(text).items()}
+            for (scope, name, param), value in config.gin_bindings(text).items()}
 
 
 class Forwarder:
@@ -251,19 +251,11 @@ def _line(error: BaseException) -> str:
     return f"{type(error).__name__}: {text[0][:200]}" if text else type(error).__name__
 
 
-def provenance_tags(root_dir: str, gin_files: Sequence[str]) -> Dict[str, str]:
-    """The same provenance an experiment's `cell.json` holds: the commit and the gin
-    files with their sha256, and the run's root_dir."""
-    return {"commit": provenance.project_version() or "unknown",
-            "gin_files": ",".join(gin_files),
-            "gin_sha256": ",".join(d or "missing" for d in provenance.gin_digests(gin_files)),
-            "root_dir": os.path.abspath(root_dir)}
-
-
 @contextlib.contextmanager
 def tracked(root_dir: str, settings: tracker_settings.TrackerSettings,
-            gin_files: Sequence[str]) -> Iterator[None]:
-    """Reports the run in `root_dir` to `settings`' tracker while the block runs (a
+            tags: Dict[str, str]) -> Iterator[None]:
+    """Reports the run in `root_dir` to `settings`' tracker, with `tags` (its
+    provenance), while the block runs (a
     `SystemExit` in it gives the run's status: 0 finished, 128 + N stopped by
     signal N, else failed). Nothing where `settings.kind` is "none"."""
     if not settings.enabled:
@@ -271,8 +263,7 @@ def tracked(root_dir: str, settings: tracker_settings.TrackerSettings,
         return
     name = settings.name or "/".join(os.path.abspath(root_dir).split(os.sep)[-2:])
     settings = dataclasses.replace(settings, name=name)
-    forwarder = Forwarder(root_dir, make_tracker(settings), settings,
-                          provenance_tags(root_dir, gin_files))
+    forwarder = Forwarder(root_dir, make_tracker(settings), settings, tags)
     forwarder.start()
     exit_code = 1
     try:

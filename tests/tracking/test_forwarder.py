@@ -10,7 +10,7 @@ import time
 import pytest
 import tensorflow as tf
 
-from alf_async.tracking import forwarder as forwarder_lib
+from alf_async.experiments import provenance
 from alf_async.tracking import settings as tracker_settings
 from alf_async.tracking.clients import Point
 from alf_async.tracking.forwarder import Forwarder, ScalarReader
@@ -199,6 +199,6 @@ def test_tracker_settings_pass_to_a_child_command_and_refuse_an_unknown_tracker(
 def test_provenance_tags_are_the_cells(tmp_path):
     gin = tmp_path / "a.gin"
     gin.write_text("train.seed = 1\n")
-    tags = forwarder_lib.provenance_tags(str(tmp_path), [str(gin)])
+    tags = provenance.run_tags(str(tmp_path), [str(gin)])
     assert tags["gin_sha256"] == hashlib.sha256(b"train.seed = 1\n").hexdigest()
     assert tags["gin_files"] == str(gin) and tags["commit"]

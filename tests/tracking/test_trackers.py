@@ -90,7 +90,7 @@ def test_mlflow_gets_the_bindings_scalars_files_and_a_resume_continues_the_run(
     from mlflow.tracking import MlflowClient
 
     root = tmp_path / "cell" / "seed_1"
-    flags = [f"--tracker=mlflow", f"--tracker_uri={mlflow_server.uri}",
+    flags = ["--tracker=mlflow", f"--tracker_uri={mlflow_server.uri}",
              "--tracker_group=cell"]
     _run(_train(root, *flags))
     run_id = json.loads((root / "tracker.json").read_text())["mlflow"]
