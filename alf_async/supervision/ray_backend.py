@@ -52,7 +52,8 @@ def import_ray():
     """`ray`, for a local Ray with `LOCAL_RAY_ENV`; ValueError naming the extra if absent."""
     for key, value in LOCAL_RAY_ENV.items():
         os.environ.setdefault(key, value)
-    return extras.require("ray", "ray", "--backend=ray")
+    extras.check_installed("ray", "ray", "--backend=ray")
+    return ray_site.import_ray_without_pydantic()
 
 
 def check_address(address: str) -> None:

@@ -7,11 +7,15 @@ pin. Plain Ray runs without pydantic, so this folder, put first on the
 PYTHONPATH of Ray's own processes while a Ray starts (`pydantic_hidden`),
 holds a `pydantic` that cannot be imported. The commands a `CommandHost`
 runs get the PYTHONPATH back without it (`without_this_folder`): a learner
-reports to its tracker.
+reports to its tracker. In this process Ray's pydantic check is imported once
+with pydantic hidden (`import_ray_without_pydantic`): the rest of the
+process keeps pydantic (an MLflow client beside a Ray driver).
 """
 
 import contextlib
+import importlib
 import os
+import sys
 from typing import Dict, Iterator, Mapping
 
 FOLDER = os.path.dirname(os.path.abspath(__file__))
@@ -45,3 +49,19 @@ def without_this_folder(env: Mapping[str, str]) -> Dict[str, str]:
     else:
         clean.pop("PYTHONPATH", None)
     return clean
+
+
+def import_ray_without_pydantic():
+    """`ray`, its pydantic check imported while `pydantic` cannot be (it then holds that
+    pydantic is not installed, and Ray's serializers skip it); `pydantic` as before."""
+    saved = sys.modules.get("pydantic")
+    sys.modules["pydantic"] = None  # an import of it raises ImportError
+    try:
+        ray = importlib.import_module("ray")
+        importlib.import_module("ray._common.pydantic_compat")
+    finally:
+        if saved is None:
+            del sys.modules["pydantic"]
+        else:
+            sys.modules["pydantic"] = saved
+    return ray
