@@ -34,10 +34,11 @@ MINATAR = ["minatar==1.0.15", "pandas==2.2.3", "scipy==1.13.1", "seaborn==0.13.2
 ENVPOOL = ["envpool==0.8.4", "optree==0.15.0", "dm-env==1.6", "types-protobuf==7.35.1.20260906"]
 # python -m alf_async.experiment report: bootstrap intervals and curves.
 EXPERIMENT = ["matplotlib==3.8.4", "scipy==1.13.1"]
-# python -m alf_async.tune: Optuna with a SQL storage. SQLAlchemy 2 and newer alembic
-# need typing-extensions >= 4.6, which breaks TF 2.15's tracing.
+# python -m alf_async.tune: Optuna with a SQL storage (SQLite, or PostgreSQL through
+# psycopg2). SQLAlchemy 2 and newer alembic need typing-extensions >= 4.6, which breaks
+# TF 2.15's tracing.
 TUNE = ["optuna==4.5.0", "optuna-dashboard==0.20.0", "PyYAML==6.0.2", "SQLAlchemy==1.4.54",
-        "alembic==1.13.3", *EXPERIMENT]
+        "alembic==1.13.3", "psycopg2-binary==2.9.10", *EXPERIMENT]
 # The guides as a site (mkdocs.yml): MkDocs with Material and an API reference
 # generated from the docstrings; tests/test_docs.py runs the strict build.
 DOCS = ["mkdocs==1.6.1", "mkdocs-material==9.5.49", "mkdocstrings==0.27.0",

@@ -21,7 +21,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from absl import app, flags, logging  # pylint: disable=wrong-import-position
 
-from alf_async import config  # pylint: disable=wrong-import-position
+from alf_async import config, extras  # pylint: disable=wrong-import-position
 from alf_async.extras import MissingExtraError  # pylint: disable=wrong-import-position
 from alf_async.tracking import settings as tracker_settings  # pylint: disable=wrong-import-position
 
@@ -48,6 +48,11 @@ flags.DEFINE_integer("startup_trials", 3, "Trials that run to the end before pru
 flags.DEFINE_integer("report_steps", 10_000, "Trials are compared for pruning at multiples of "
                      "this many env steps.")
 flags.DEFINE_integer("seed", None, "Seed of the sampler (None: random).")
+flags.DEFINE_integer("heartbeat_secs", 30, "A running trial's worker writes a heartbeat to "
+                     "the storage this often (Optuna's heartbeat_interval).")
+flags.DEFINE_integer("grace_secs", 120, "A trial whose worker wrote no heartbeat for this "
+                     "long (it died, or its node was lost) is marked failed and its settings "
+                     "run again, once (Optuna's grace_period).")
 flags.DEFINE_integer("tf_threads", 0, "Each trial's --tf_threads (0: cores // parallel).")
 flags.DEFINE_string("out", None, "Directory of the trials' runs (default: next to a SQLite "
                     "storage file).")
@@ -80,6 +85,14 @@ def _check_flags() -> None:
               f"{error}")
     if FLAGS.objective.endswith("_to_target") and FLAGS.target is None:
         _fail(f"Bad setting: --objective={FLAGS.objective} needs --target")
+    if FLAGS.storage.startswith("postgresql"):
+        try:
+            extras.check_installed("psycopg2", "tune", f"--storage={FLAGS.storage}")
+        except MissingExtraError as error:
+            _fail(f"Missing package: {error}")
+    if not 1 <= FLAGS.heartbeat_secs < FLAGS.grace_secs:
+        _fail(f"Bad setting: --heartbeat_secs must be >= 1 and below --grace_secs, got "
+              f"{FLAGS.heartbeat_secs} and {FLAGS.grace_secs}")
     if min(FLAGS.trials, FLAGS.parallel, FLAGS.report_steps) < 1:
         _fail(f"Bad setting: --trials, --parallel and --report_steps must be >= 1, got "
               f"{FLAGS.trials}, {FLAGS.parallel} and {FLAGS.report_steps}")
@@ -110,7 +123,8 @@ def main(argv) -> None:
             prune=FLAGS.prune, startup_trials=FLAGS.startup_trials, seed=FLAGS.seed,
             report_steps=FLAGS.report_steps, prune_after=FLAGS.prune_after,
             tf_threads=FLAGS.tf_threads or max(1, (os.cpu_count() or 1) // FLAGS.parallel),
-            tracker=tracker))
+            tracker=tracker, heartbeat_secs=FLAGS.heartbeat_secs,
+            grace_secs=FLAGS.grace_secs))
     except ValueError as error:
         _fail(f"Bad setting: {error}")
     sys.exit(code)

@@ -1,8 +1,10 @@
 """`python -m alf_async.tune`: a 3-trial search on a tiny CartPole budget, then resumed."""
 
 import os
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -61,3 +63,67 @@ def test_bad_space_and_missing_target_are_one_line_errors(tmp_path):
          f"--space={tmp_path / 'space.yaml'}", f"--storage=sqlite:///{tmp_path / 's.db'}",
          "--objective=steps_to_target"], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert steps.returncode == 2 and "needs --target" in steps.stderr
+    beats = subprocess.run(
+        [sys.executable, "-m", "alf_async.tune", "--gin_file=gin_configs/ppo_async.gin",
+         f"--space={tmp_path / 'space.yaml'}", f"--storage=sqlite:///{tmp_path / 's.db'}",
+         "--heartbeat_secs=60", "--grace_secs=30"], cwd=ROOT, capture_output=True, text=True,
+        timeout=60)
+    assert beats.returncode == 2
+    assert "--heartbeat_secs must be >= 1 and below --grace_secs, got 60 and 30" in beats.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_workers_share_a_postgresql_study_and_a_dead_workers_trial_is_failed_and_retried(
+        tmp_path):
+    """Two workers on one study in a real PostgreSQL server on 127.0.0.1; the first is
+    killed mid-trial (with its training process, as a lost node would take them)."""
+    import postgres_server  # pylint: disable=import-outside-toplevel
+    from alf_async.supervision.ray_reaper import descendants  # pylint: disable=import-outside-toplevel
+
+    if postgres_server.binaries() is None:
+        (pytest.fail if os.environ.get("CI") else pytest.skip)(
+            "PostgreSQL's initdb and postgres are missing (.ci/run installs them)")
+    server = postgres_server.PostgresServer().start()
+    (tmp_path / "space.yaml").write_text(SPACE)
+    worker = [sys.executable, "-m", "alf_async.tune", "--gin_file=gin_configs/ppo_async.gin",
+              f"--space={tmp_path / 'space.yaml'}", "--trials=3", "--study=shared",
+              f"--out={tmp_path / 'runs'}", "--noprune", "--heartbeat_secs=1", "--grace_secs=3",
+              *[f"--gin_param={p}" for p in TINY]]
+    first = None
+    try:
+        url = server.create_database("optuna")
+        first = subprocess.Popen([*worker, f"--storage={url}"], cwd=ROOT,
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.time() + 180
+        while not any(t.state == optuna.trial.TrialState.RUNNING for t in
+                      _trials(url)):
+            assert first.poll() is None and time.time() < deadline, "no trial started"
+            time.sleep(0.5)
+        for pid in [first.pid, *descendants(first.pid)]:
+            os.kill(pid, signal.SIGKILL)
+        first.wait(timeout=10)
+        second = subprocess.run([*worker, f"--storage={url}"], cwd=ROOT, capture_output=True,
+                                text=True, timeout=400)
+        assert second.returncode == 0, second.stdout + second.stderr
+        trials = _trials(url)
+        failed = [t for t in trials if t.state == optuna.trial.TrialState.FAIL]
+        complete = [t for t in trials if t.state == optuna.trial.TrialState.COMPLETE]
+        assert len(failed) == 1 and len(complete) == 3
+        retry = [t for t in complete if t.system_attrs.get("failed_trial") == failed[0].number]
+        assert len(retry) == 1 and retry[0].params == failed[0].params
+        assert (f"trial {failed[0].number}: no heartbeat from its worker for 3 s"
+                in second.stdout), second.stdout
+    finally:
+        if first is not None and first.poll() is None:
+            first.kill()
+            first.wait(timeout=10)
+        server.stop()
+
+
+def _trials(url):
+    """The study's trials; [] before a worker made it."""
+    try:
+        return optuna.load_study(study_name="shared", storage=url).get_trials(deepcopy=False)
+    except KeyError:
+        return []

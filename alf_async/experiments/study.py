@@ -41,6 +41,26 @@ class SearchSettings:
     report_steps: int = 10_000
     tracker: TrackerSettings = TrackerSettings()  # where each trial also reports
     prune_after: int = 50_000
+    heartbeat_secs: int = 30  # a running trial's worker beats this often
+    grace_secs: int = 120  # a trial without a beat for this long is failed and retried
+
+
+class RetryStaleTrial:
+    """Optuna's `failed_trial_callback`: a trial whose worker stopped beating (it died,
+    or its node was lost) was marked failed; says so in one line and queues its
+    settings to run again, once (`RetryFailedTrialCallback`)."""
+
+    def __init__(self, grace_secs: int):
+        self._grace = grace_secs
+        self._retry = RetryFailedTrialCallback(max_retry=1)
+
+    def __call__(self, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
+        again = len(trial.system_attrs.get("retry_history", ())) < 1
+        print(f"trial {trial.number}: no heartbeat from its worker for {self._grace} s (it "
+              f"died, or its node was lost): marked failed"
+              + (", its settings queued to run again" if again else
+                 ", not retried (it was a retry)"), flush=True)
+        self._retry(study, trial)
 
 
 def open_study(settings: SearchSettings) -> optuna.Study:
@@ -51,8 +71,9 @@ def open_study(settings: SearchSettings) -> optuna.Study:
     """
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # our own line per trial instead
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
-    storage = RDBStorage(settings.storage, heartbeat_interval=30, grace_period=120,
-                         failed_trial_callback=RetryFailedTrialCallback(max_retry=1))
+    storage = RDBStorage(settings.storage, heartbeat_interval=settings.heartbeat_secs,
+                         grace_period=settings.grace_secs,
+                         failed_trial_callback=RetryStaleTrial(settings.grace_secs))
     pruner = (optuna.pruners.MedianPruner(n_startup_trials=settings.startup_trials,
                                           n_warmup_steps=settings.prune_after)
               if settings.prune else optuna.pruners.NopPruner())
