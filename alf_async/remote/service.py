@@ -138,10 +138,26 @@ class UnrollReaderThread(DriverThread):
             max_in_flight_samples_per_worker=1, num_workers_per_iterator=1,
             rate_limiter_timeout_ms=-1)
 
+    _OPEN_TRIES = 5
+    _OPEN_RETRY_SECS = 0.2
+
+    def _open_sampler(self):
+        """`iter()` of the dataset; a first connection refused as unavailable is tried
+        again (up to `_OPEN_TRIES` times): gRPC may hand it a channel of a server that
+        stopped on the same port (a learner restarted in this process: "Socket closed")."""
+        for attempt in range(1, self._OPEN_TRIES + 1):
+            try:
+                with quiet.native_stderr_held():  # Reverb: "... accessed directly without gRPC"
+                    return iter(self._dataset)
+            except tf.errors.UnavailableError:
+                if attempt == self._OPEN_TRIES:
+                    raise
+                time.sleep(self._OPEN_RETRY_SECS)
+        return None  # not reached
+
     def _step(self) -> None:
         if self._samples is None:
-            with quiet.native_stderr_held():  # Reverb: "... accessed directly without gRPC"
-                self._samples = iter(self._dataset)
+            self._samples = self._open_sampler()
             self.samplers_opened += 1
         try:
             item = next(self._samples).data

@@ -2,6 +2,7 @@
 delivered twice or skipped, by incarnation and sequence."""
 
 import threading
+import types
 import time
 
 import pytest
@@ -60,3 +61,34 @@ def test_a_restarted_learner_counts_an_actor_it_first_sees_mid_way_from_there():
     for sequence in (212, 213, 215):
         registry.seen(task=0, incarnation=9, sequence=sequence)
     assert (registry.duplicated, registry.missing) == (0, 1)  # only 214
+
+
+class _FlakyDataset:
+    """A dataset whose first `failures` iterators are refused as unavailable."""
+
+    def __init__(self, failures):
+        self.failures, self.tries = failures, 0
+
+    def __iter__(self):
+        self.tries += 1
+        if self.tries <= self.failures:
+            raise tf.errors.UnavailableError(None, None, "Socket closed")
+        return iter([1, 2])
+
+
+def test_a_sampler_refused_as_unavailable_at_its_first_connection_is_opened_again():
+    """A learner restarted in the same process on the same port: gRPC handed the new
+    reader's first connection a channel of the stopped server ("Socket closed"), which
+    ended the reader thread (the CI failure of the reconnect test)."""
+    from alf_async.remote.service import UnrollReaderThread  # pylint: disable=import-outside-toplevel
+    queues = types.SimpleNamespace(close_all=lambda: None)
+    reader = UnrollReaderThread("UnrollReaderThread", tf.train.Coordinator(), queues,
+                                lambda: "127.0.0.1:1", ActorRegistry(30.0), secret=1)
+    reader._OPEN_RETRY_SECS = 0.01  # pylint: disable=protected-access
+    reader._dataset = _FlakyDataset(failures=2)  # pylint: disable=protected-access
+    assert list(reader._open_sampler()) == [1, 2]  # pylint: disable=protected-access
+    assert reader._dataset.tries == 3  # pylint: disable=protected-access
+    reader._dataset = _FlakyDataset(failures=10)  # pylint: disable=protected-access
+    with pytest.raises(tf.errors.UnavailableError):
+        reader._open_sampler()  # pylint: disable=protected-access
+    assert reader._dataset.tries == 5  # bounded  # pylint: disable=protected-access
