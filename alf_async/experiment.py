@@ -26,6 +26,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from absl import app, flags, logging  # pylint: disable=wrong-import-position
 
 from alf_async import config  # pylint: disable=wrong-import-position
+from alf_async.experiments import placement as placement_lib  # pylint: disable=wrong-import-position
 from alf_async.extras import MissingExtraError  # pylint: disable=wrong-import-position
 from alf_async.tracking import settings as tracker_settings  # pylint: disable=wrong-import-position
 
@@ -40,9 +41,10 @@ flags.DEFINE_enum("runner", "train", ["train", "chaos"], "run: what trains each 
 flags.DEFINE_bool("new_cell", False, "run: where --out already holds a cell made with other "
                   "settings, put this one beside it (<cell>-2) instead of refusing.")
 flags.DEFINE_string("seeds", "1-3", "run: seeds, a range or a list ('1-5', '1,3,7').")
-flags.DEFINE_integer("parallel", 1, "run: training processes at once.")
+flags.DEFINE_integer("parallel", 1, "run: training processes at once (--backend=ray: at "
+                     "most as many as the cluster holds).")
 flags.DEFINE_integer("tf_threads", 0, "run: each process's --tf_threads (0: its share of the "
-                     "cores, cores // parallel).")
+                     "cores, cores // parallel; --backend=ray: the CPUs of --seed_resources).")
 flags.DEFINE_float("target", None, "The average return a seed must reach (run: stored "
                    "with the cells; report: overrides it).")
 flags.DEFINE_string("publish", None, "report: also write the summary, with the command that "
@@ -50,6 +52,7 @@ flags.DEFINE_string("publish", None, "report: also write the summary, with the c
 flags.DEFINE_string("out", None, "run: the experiment directory. report: where the report "
                     "goes (default: the first directory given).")
 tracker_settings.define_flags()
+placement_lib.define_flags("seed")
 FLAGS = flags.FLAGS
 
 USAGE = "usage: python -m alf_async.experiment run|report|docs ... (see --help)"
@@ -77,14 +80,20 @@ def run_command() -> int:
         _record_command(FLAGS.out)
         tracker = tracker_settings.from_flags()
         tracker.check()
-        seed_launcher = launcher.Launcher(runs, FLAGS.parallel, FLAGS.tf_threads or None,
-                                          tracker=tracker)
+        if FLAGS.parallel < 1:
+            raise ValueError(f"--parallel must be >= 1, got {FLAGS.parallel}")
+        placement = placement_lib.from_flags("seed", os.path.abspath(FLAGS.out), "experiment")
     except ValueError as error:
         _fail(f"{'Missing package' if isinstance(error, MissingExtraError) else 'Bad setting'}: "
               f"{error}")
-    from alf_async.tracking import clients  # pylint: disable=import-outside-toplevel
-    clients.make_groups_ahead(tracker, sorted({run.cell.name for run in runs}))
-    stopped = seed_launcher.run()
+    try:
+        seed_launcher = launcher.Launcher(runs, FLAGS.parallel, FLAGS.tf_threads or None,
+                                          tracker=tracker, placement=placement)
+        from alf_async.tracking import clients  # pylint: disable=import-outside-toplevel
+        clients.make_groups_ahead(tracker, sorted({run.cell.name for run in runs}))
+        stopped = seed_launcher.run()
+    finally:
+        placement.close()
     if stopped is not None:
         return 128 + stopped
     for name, line in seed_launcher.failed.items():

@@ -30,7 +30,6 @@ budget ran out, 2 for a bad setting (here or in a process), 128 + the signal
 when stopped by one. See docs/reliability.md.
 """
 
-import json
 import os
 import shutil
 import sys
@@ -42,7 +41,8 @@ from alf_async import config, events, extras
 from alf_async.extras import MissingExtraError
 from alf_async.remote import run_secret
 from alf_async.supervision.backend import Backend
-from alf_async.supervision.backends import BACKENDS, LaunchSettings, make_backend
+from alf_async.supervision.backends import (BACKENDS, LaunchSettings, make_backend,
+                                            parse_resources)
 from alf_async.supervision.commands import LearnerWorker, child_specs, log_dir
 from alf_async.supervision.spare import can_wait_idle
 from alf_async.tracking import settings as tracker_settings
@@ -88,16 +88,7 @@ FLAGS = flags.FLAGS
 
 def _resources(flag: str) -> Dict[str, float]:
     """The JSON object of the resources flag `flag`; ValueError naming it otherwise."""
-    try:
-        resources = json.loads(getattr(FLAGS, flag))
-    except json.JSONDecodeError as error:
-        raise ValueError(f"--{flag} must be a JSON object, got {getattr(FLAGS, flag)!r} "
-                         f"({error.msg})") from None
-    if not isinstance(resources, dict) or not all(
-            isinstance(v, (int, float)) and v >= 0 for v in resources.values()):
-        raise ValueError(f"--{flag} must map resource names to amounts >= 0, got "
-                         f"{getattr(FLAGS, flag)!r}")
-    return resources
+    return parse_resources(f"--{flag}", getattr(FLAGS, flag))
 
 
 def _run_dir(root_dir: str) -> str:

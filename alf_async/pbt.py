@@ -22,6 +22,7 @@ Ctrl-C stops every member (each checkpoints) and exits 130; the same command
 resumes. Bad input: one line, exit 2.
 """
 
+import dataclasses
 import os
 import sys
 
@@ -30,6 +31,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from absl import flags, logging  # pylint: disable=wrong-import-position
 
 from alf_async import config, events  # pylint: disable=wrong-import-position
+from alf_async.experiments import placement as placement_lib  # pylint: disable=wrong-import-position
 
 flags.DEFINE_multi_string("gin_file", [], "Every member's gin config file(s).")
 flags.DEFINE_multi_string("gin_param", [], "Every member's gin bindings.")
@@ -46,7 +48,9 @@ flags.DEFINE_bool("exploit", True, "Copy and perturb; --noexploit: a random sear
                   "same budget.")
 flags.DEFINE_integer("seed", 0, "Seeds the draws; member i trains with seed + i.")
 flags.DEFINE_integer("parallel", 1, "Members trained at once.")
-flags.DEFINE_integer("tf_threads", 0, "Each member's --tf_threads (0: cores // parallel).")
+flags.DEFINE_integer("tf_threads", 0, "Each member's --tf_threads (0: cores // parallel; "
+                     "--backend=ray: the CPUs of --member_resources).")
+placement_lib.define_flags("member")
 FLAGS = flags.FLAGS
 
 USAGE = "usage: python -m alf_async.pbt [report ROOT | replay ROOT MEMBER] (see --help)"
@@ -68,8 +72,7 @@ def _settings():
         os.path.abspath(FLAGS.root_dir), FLAGS.gin_file, FLAGS.gin_param,
         parse_mutations(FLAGS.mutate), FLAGS.population, FLAGS.interval_env_steps,
         FLAGS.generations, FLAGS.quantile, resample_probability=FLAGS.resample_probability,
-        seed=FLAGS.seed, parallel=FLAGS.parallel,
-        tf_threads=FLAGS.tf_threads or max(1, (os.cpu_count() or 1) // FLAGS.parallel),
+        seed=FLAGS.seed, parallel=FLAGS.parallel, tf_threads=FLAGS.tf_threads,
         exploit=FLAGS.exploit)
     check(settings)
     return settings
@@ -81,17 +84,23 @@ def _run() -> None:
     from alf_async.training.signals import SignalStop
     try:
         settings = _settings()
+        os.makedirs(settings.root_dir, exist_ok=True)
+        placement = placement_lib.from_flags("member", settings.root_dir, "pbt")
     except ValueError as error:
         _fail(f"Bad setting: {error}")
-    os.makedirs(settings.root_dir, exist_ok=True)
+    if not FLAGS.tf_threads:
+        settings = dataclasses.replace(settings, tf_threads=placement.tf_threads(
+            placement.capacity(settings.parallel)))
     with SignalStop("stopping every member") as interrupt, events.lifetime(
             settings.root_dir, "pbt", "pbt"):
         try:
-            status = controller.run(settings, lambda: interrupt.signum is not None)
+            status = controller.run(settings, lambda: interrupt.signum is not None, placement)
         except controller.MutationNotApplied as error:
             _fail(f"Mutation not applied: {error}", 1)
         except RuntimeError as error:
             _fail(str(error), 1)
+        finally:
+            placement.close()
     logging.info("pbt: %s", "done" if status == 0 else "stopped; the same command resumes")
     sys.exit(status)
 

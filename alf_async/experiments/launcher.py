@@ -1,6 +1,8 @@
 """Runs the seeds of an experiment as ordinary training processes, P at a time.
 
-Each seed is `python -m alf_async.train --root_dir=<cell>/seed_<S> ...` (a
+Each seed runs where its placement puts it (`placement`: a subprocess here,
+or a Ray node; a seed whose node is lost resumes on another, within its
+retry budget). Each seed is `python -m alf_async.train --root_dir=<cell>/seed_<S> ...` (a
 chaos cell's: `python -m alf_async.supervision.chaos ...`): its own checkpoints,
 TensorBoard events and `train.log`. A seed whose root_dir holds the
 trainer's `result.json` (a chaos run's `ledger.json`) is done and skipped;
@@ -10,23 +12,20 @@ and kills what is left by PID; children also get SIGTERM if the launcher dies
 (Linux parent-death signal).
 """
 
-import ctypes
 import dataclasses
 import os
 import re
-import signal
-import subprocess
 import sys
 import time
 from typing import Callable, Dict, List, Optional
 
 from alf_async.experiments.cells import Cell
 from alf_async.experiments.ledgers import LEDGER_FILE
+from alf_async.experiments.placement import LOG_FILE, LocalPlacement, stop_runs
 from alf_async.tracking.settings import TrackerSettings
 from alf_async.training.signals import SignalStop
 
 RESULT_FILE = "result.json"  # written by the trainer when a run completes
-LOG_FILE = "train.log"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,33 +68,6 @@ def train_command(root_dir: str, gin_files, bindings, tf_threads: int) -> List[s
             f"--tf_threads={tf_threads}"]
 
 
-def start_training(command: List[str], root_dir: str) -> subprocess.Popen:
-    """Starts `command` in its own session, output appended to `root_dir/train.log`.
-
-    Its own session: a Ctrl-C at the terminal reaches the caller only, which
-    stops the run with one SIGTERM (a second SIGINT would end it unsaved).
-    """
-    os.makedirs(root_dir, exist_ok=True)
-    with open(os.path.join(root_dir, LOG_FILE), "ab") as log:
-        return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True,
-                                preexec_fn=_die_with_parent)
-
-
-def stop_processes(procs: List[subprocess.Popen], grace_secs: float) -> None:
-    """SIGTERM to every run (each saves a checkpoint), then SIGKILL to the session of
-    any still alive after `grace_secs` (its env worker processes too)."""
-    for proc in procs:
-        _signal(proc.pid, signal.SIGTERM)
-    deadline = time.time() + grace_secs
-    for proc in procs:
-        try:
-            proc.wait(timeout=max(deadline - time.time(), 0.1))
-        except subprocess.TimeoutExpired:
-            _signal(-proc.pid, signal.SIGKILL)
-            proc.wait(timeout=30)
-
-
 def seed_runs(cells: List[Cell], seeds: List[int], out_dir: str,
               new_cell: bool = False) -> List[SeedRun]:
     """Every (cell, seed) run, its root_dir `out_dir/<cell>/seed_<S>`; saves the cells.
@@ -130,18 +102,10 @@ def error_line(log_path: str) -> str:
     return line.split("] ", 1)[-1] if line.startswith("E") and "] " in line else line
 
 
-def _die_with_parent() -> None:
-    """In the child, before exec: SIGTERM when the launcher dies (Linux only)."""
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except OSError:
-        pass
-
-
 @dataclasses.dataclass
 class _Running:
     run: SeedRun
-    proc: subprocess.Popen
+    proc: object  # a `backend.Process`
     started: float
 
 
@@ -155,7 +119,7 @@ class Launcher:
     def __init__(self, runs: List[SeedRun], parallel: int, tf_threads: Optional[int] = None,
                  grace_secs: float = 120.0, poll_secs: float = 0.5,
                  progress_secs: float = 30.0, echo: Callable[[str], None] = None,
-                 tracker: TrackerSettings = TrackerSettings()):
+                 tracker: TrackerSettings = TrackerSettings(), placement=None):
         """
         Args:
             runs: the seeds to run (finished ones are skipped).
@@ -169,14 +133,17 @@ class Launcher:
             echo: where progress lines go.
             tracker: where a `train` seed also reports: its cell is the
                 group, `cell/seed_<S>` the run.
+            placement: where seeds run (`placement`; None: subprocesses here).
         """
         if parallel < 1:
             raise ValueError(f"--parallel must be >= 1, got {parallel}")
+        self._placement = placement or LocalPlacement()
         self._pending = [r for r in runs if not r.finished()]
         self._skipped = len(runs) - len(self._pending)
         self._total = len(runs)
-        self._parallel = parallel
-        self._tf_threads = tf_threads or max(1, (os.cpu_count() or 1) // parallel)
+        self._parallel = self._placement.capacity(parallel)
+        self._tf_threads = tf_threads or self._placement.tf_threads(self._parallel)
+        self._retries: Dict[str, int] = {}  # run name: times it was started again
         self._grace, self._poll, self._progress_secs = grace_secs, poll_secs, progress_secs
         self._echo = echo or (lambda line: print(line, flush=True))
         self._tracker = tracker
@@ -204,7 +171,8 @@ class Launcher:
     def _launch(self, run: SeedRun) -> None:
         tracked = (self._tracker.flags(group=run.cell.name, name=run.name)
                    if run.cell.runner == "train" else [])
-        proc = start_training(run.command(self._tf_threads) + tracked, run.root_dir)
+        proc = self._placement.start(run.name, run.command(self._tf_threads) + tracked,
+                                     run.root_dir)
         self._running.append(_Running(run, proc, time.time()))
 
     def _reap(self) -> None:
@@ -213,15 +181,34 @@ class Launcher:
             if code is None:
                 continue
             self._running.remove(entry)
+            self._placement.forget(entry.proc)
             if code == 0 and entry.run.finished():
                 self._durations.append(time.time() - entry.started)
+            elif entry.proc.lost:
+                if self._retry(entry):
+                    self._launch(entry.run)
             else:
                 line = error_line(os.path.join(entry.run.root_dir, LOG_FILE))
                 self.failed[entry.run.name] = f"exit {code}: {line}"
                 self._echo(f"{entry.run.name} failed (exit {code}): {line}")
 
+    def _retry(self, entry: _Running) -> bool:
+        """Whether a seed whose node was lost runs again (one line says so), within its
+        budget of retries."""
+        name, budget = entry.run.name, self._placement.retries
+        self._retries[name] = self._retries.get(name, 0) + 1
+        if self._retries[name] > budget:
+            self.failed[name] = f"its node was lost {self._retries[name]} times"
+            self._echo(f"{name} failed: its node was lost {self._retries[name]} times "
+                       f"(--seed_retries={budget})")
+            return False
+        self._echo(f"{name}: its node {entry.proc.address} was lost ({entry.proc.lost}); "
+                   f"resuming from its checkpoint on another node (retry "
+                   f"{self._retries[name]} of {budget})")
+        return True
+
     def _stop_all(self) -> None:
-        stop_processes([entry.proc for entry in self._running], self._grace)
+        stop_runs([entry.proc for entry in self._running], self._grace)
         self._echo(f"stopped {len(self._running)} running seeds (checkpoints saved); "
                    f"run the same command again to resume")
         self._running.clear()
@@ -244,11 +231,3 @@ class Launcher:
         if changed or (not force and now - self._last_time >= self._progress_secs):
             self._echo(f"[{time.strftime('%H:%M:%S')}] {line}")
             self._last_line, self._last_time = line, now
-
-
-def _signal(pid: int, signum: int) -> None:
-    """`os.kill`, ignoring a process that is already gone."""
-    try:
-        os.kill(pid, signum)
-    except ProcessLookupError:
-        pass

@@ -14,7 +14,7 @@ import re
 from typing import Callable, Dict, List, Optional
 
 from alf_async import extras
-from alf_async.experiments import ledgers, provenance, stats
+from alf_async.experiments import ledgers, placement, provenance, stats
 from alf_async.experiments.cells import Cell, load_cell
 from alf_async.experiments.curves import downsample, load_curve, save_figure
 from alf_async.training import files
@@ -58,12 +58,13 @@ def summarize_cell(cell_dir: str, cell: Cell, target: Optional[float]) -> Dict:
             continue  # no episode finished yet
         _check_operative(run_dir, cell)
         match = re.fullmatch(r"seed_(\d+)", os.path.basename(run_dir))
-        ledger = ledgers.read_ledger(run_dir)
+        ledger, nodes = ledgers.read_ledger(run_dir), placement.nodes_of(run_dir)
         seeds.append(dict(seed=int(match.group(1)) if match else None,
                           run_dir=os.path.relpath(run_dir, os.path.dirname(cell_dir)),
                           finished=os.path.exists(os.path.join(run_dir, "result.json")),
                           **stats.seed_figures(curve, target), curve=downsample(curve),
-                          **({} if ledger is None else dict(ledger=ledger))))
+                          **({} if ledger is None else dict(ledger=ledger)),
+                          **(dict(nodes=nodes) if nodes else {})))
         curves.append(curve)
     if not seeds:
         raise ValueError(f"{cell_dir} has no run with a finished episode")
@@ -152,11 +153,14 @@ def cells_table(experiment: Dict) -> str:
 
 
 def seeds_table(experiment: Dict) -> str:
-    """Markdown: one row per seed of every cell (the cell named where there are several)."""
+    """Markdown: one row per seed of every cell (the cell named where there are several;
+    the nodes it ran on where a seed ran on a cluster)."""
     named = len(experiment["cells"]) > 1
+    placed = any(s.get("nodes") for cell in experiment["cells"] for s in cell["seeds"])
     rows = [("| cell " if named else "") + "| seed | env steps to target | seconds to target | "
-            "best | final | last-25 % min | env steps | seconds |",
-            ("|---" if named else "") + "|---:|---:|---:|---:|---:|---:|---:|---:|"]
+            "best | final | last-25 % min | env steps | seconds |" + " node |" * placed,
+            ("|---" if named else "") + "|---:|---:|---:|---:|---:|---:|---:|---:|"
+            + "---|" * placed]
     for cell in experiment["cells"]:
         for s in cell["seeds"]:
             seed = "—" if s["seed"] is None else str(s["seed"])
@@ -164,7 +168,7 @@ def seeds_table(experiment: Dict) -> str:
                 seed, number(s["env_steps_to_target"], 0),
                 number(s["seconds_to_target"]), number(s.get("best")), number(s.get("final")),
                 number(s.get("last25_min")), number(s.get("env_steps"), 0),
-                number(s.get("seconds"))]))
+                number(s.get("seconds"))] + [" → ".join(s.get("nodes", ["—"]))] * placed))
     return "\n".join(rows)
 
 

@@ -22,6 +22,7 @@ import yaml
 
 from alf_async.experiments import launcher
 from alf_async.experiments.curves import Curve, load_curve
+from alf_async.experiments.placement import LOG_FILE, LocalPlacement, stop_runs
 from alf_async.tracking.settings import TrackerSettings
 
 OBJECTIVES = {  # name -> study direction
@@ -189,8 +190,8 @@ class TrialRunner:
         bindings = [*self._bindings, *suggest(trial, self._space)]
         self._check_stop(trial, None)
         study = trial.study.study_name
-        proc = launcher.start_training(
-            launcher.train_command(root_dir, self._gin_files, bindings, self._tf_threads)
+        proc = LocalPlacement().start(trial.number, launcher.train_command(
+            root_dir, self._gin_files, bindings, self._tf_threads)
             + self._tracker.flags(group=study, name=f"{study}/trial_{trial.number}"), root_dir)
         reported = 0
         while proc.poll() is None:
@@ -200,7 +201,7 @@ class TrialRunner:
             if curve is not None:
                 reported = self._report(trial, curve, reported)
                 if reported and trial.should_prune():
-                    launcher.stop_processes([proc], self._grace)
+                    stop_runs([proc], self._grace)
                     raise optuna.TrialPruned(f"pruned at {reported:,} env steps")
         return self._finish(trial, proc.returncode, root_dir, reported)
 
@@ -209,7 +210,7 @@ class TrialRunner:
         if not self._should_stop():
             return
         if proc is not None:
-            launcher.stop_processes([proc], self._grace)
+            stop_runs([proc], self._grace)
         trial.study.enqueue_trial(trial.params, user_attrs=dict(retry_of=trial.number))
         raise Interrupted(f"trial {trial.number} stopped")
 
@@ -229,7 +230,7 @@ class TrialRunner:
                 reported: int) -> float:
         """The objective of a run that ended; its last points are reported first."""
         if returncode != 0 or not os.path.exists(os.path.join(root_dir, launcher.RESULT_FILE)):
-            raise TrialFailed(launcher.error_line(os.path.join(root_dir, launcher.LOG_FILE)))
+            raise TrialFailed(launcher.error_line(os.path.join(root_dir, LOG_FILE)))
         curve = _try_curve(root_dir)
         if curve is None:
             raise TrialFailed("the run finished no episode")

@@ -137,7 +137,7 @@ def verify(member: Member, reported: Optional[dict]) -> None:
 
 
 def _train(settings: PbtSettings, members: List[Member], generation: int,
-           should_stop: Callable[[], bool]) -> bool:
+           should_stop: Callable[[], bool], placement) -> bool:
     """Trains every member to `generation * K` env steps; False if a signal stopped it.
 
     Raises:
@@ -153,7 +153,8 @@ def _train(settings: PbtSettings, members: List[Member], generation: int,
     commands = {m.index: m.command(settings.gin_files, settings.gin_params,
                                    settings.mutations, budget, settings.seed,
                                    settings.tf_threads) for m in todo}
-    codes = members_lib.train_interval(todo, commands, settings.parallel, should_stop)
+    codes = members_lib.train_interval(todo, commands, settings.parallel, should_stop,
+                                       placement)
     if should_stop():
         return False
     for index in members_lib.failed(codes):
@@ -213,9 +214,11 @@ def _describe(values: Dict[str, float]) -> str:
     return ", ".join(f"{name} {value:.4g}" for name, value in sorted(values.items()))
 
 
-def run(settings: PbtSettings, should_stop: Callable[[], bool] = lambda: False) -> int:
-    """Runs (or resumes) the population; returns the exit status: 0 when every
-    generation ran, 130 when a signal stopped it (every member checkpointed).
+def run(settings: PbtSettings, should_stop: Callable[[], bool] = lambda: False,
+        placement=None) -> int:
+    """Runs (or resumes) the population, its members where `placement` puts them (None:
+    here); returns the exit status: 0 when every generation ran, 130 when a signal
+    stopped it (every member checkpointed).
 
     Raises:
         MutationNotApplied: a member trains with other settings or weights than asked.
@@ -229,7 +232,7 @@ def run(settings: PbtSettings, should_stop: Callable[[], bool] = lambda: False) 
     while generation <= settings.generations:
         logging.info("pbt: generation %d of %d: %s", generation, settings.generations,
                      "; ".join(f"member {m.index}: {_describe(m.settings)}" for m in members))
-        if not _train(settings, members, generation, should_stop):
+        if not _train(settings, members, generation, should_stop, placement):
             return 130
         scores = _ready(settings, members, generation)
         logging.info("pbt: generation %d ready: %s", generation, ", ".join(

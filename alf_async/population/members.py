@@ -16,8 +16,11 @@ import os
 import time
 from typing import Dict, List, Optional, Sequence
 
+from absl import logging
+
 from alf_async import events
-from alf_async.experiments.launcher import start_training, stop_processes, train_command
+from alf_async.experiments.launcher import train_command
+from alf_async.experiments.placement import LocalPlacement, stop_runs
 from alf_async.population.mutations import Mutation, bindings
 
 STOP_GRACE_SECS = 20.0  # a member stopped by Ctrl-C writes its checkpoint first
@@ -51,24 +54,39 @@ class Member:
 
 
 def train_interval(members: Sequence[Member], commands: Dict[int, List[str]],
-                   parallel: int, should_stop) -> Dict[int, int]:
-    """Runs every member's command, `parallel` at a time; returns their exit statuses.
+                   parallel: int, should_stop, placement=None) -> Dict[int, int]:
+    """Runs every member's command where `placement` puts it (None: here), `parallel`
+    at a time; returns their exit statuses.
 
+    A member whose node was lost starts again (it resumes from its checkpoint),
+    one line each, at most `placement.retries` times per interval.
     `should_stop()` true (a signal) stops every running member (each saves a
     checkpoint) and starts no more; the statuses of those not run are absent.
     """
-    pending, running, codes = list(members), {}, {}
+    placement = placement or LocalPlacement()
+    parallel = placement.capacity(parallel)
+    pending, running, codes, retries = list(members), {}, {}, {}
     while (pending or running) and not should_stop():
         while pending and len(running) < parallel:
             member = pending.pop(0)
-            running[member.index] = start_training(commands[member.index], member.root_dir)
-        for index, proc in list(running.items()):
-            if proc.poll() is not None:
+            running[member.index] = (member, placement.start(
+                f"member_{member.index}", commands[member.index], member.root_dir))
+        for index, (member, proc) in list(running.items()):
+            if proc.poll() is None:
+                continue
+            del running[index]
+            placement.forget(proc)
+            retries[index] = retries.get(index, 0) + bool(proc.lost)
+            if proc.lost and retries[index] <= placement.retries:
+                logging.warning("pbt: member %d's node %s was lost (%s); resuming from its "
+                                "checkpoint on another node (retry %d of %d)", index,
+                                proc.address, proc.lost, retries[index], placement.retries)
+                pending.insert(0, member)
+            else:
                 codes[index] = proc.returncode
-                del running[index]
         time.sleep(0.2)
     if running:
-        stop_processes(list(running.values()), STOP_GRACE_SECS)
+        stop_runs([proc for _, proc in running.values()], STOP_GRACE_SECS)
     return codes
 
 

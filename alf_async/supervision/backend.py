@@ -51,10 +51,11 @@ class Process(Protocol):
 
     `returncode` is None while it runs, then as `subprocess.Popen`'s: the
     exit status, or -N when signal N ended it (a host or node lost reads as
-    -SIGKILL).
+    -SIGKILL, and `lost` then says why; None otherwise).
     """
     pid: int
     returncode: Optional[int]
+    lost: Optional[str]
 
     def poll(self) -> Optional[int]:
         """`returncode`, refreshed without blocking."""

@@ -6,10 +6,23 @@ supervisor know nothing else of it. Like `batches.registry.SOURCES`.
 """
 
 import dataclasses
+import json
 from typing import Callable, Dict, Optional
 
 from alf_async.supervision.backend import Backend
 from alf_async.supervision.local import LocalBackend
+
+
+def parse_resources(flag: str, text: str) -> Dict[str, float]:
+    """The JSON object of Ray resources `text`; ValueError naming `flag` otherwise."""
+    try:
+        resources = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{flag} must be a JSON object, got {text!r} ({error.msg})") from None
+    if not isinstance(resources, dict) or not all(
+            isinstance(v, (int, float)) and v >= 0 for v in resources.values()):
+        raise ValueError(f"{flag} must map resource names to amounts >= 0, got {text!r}")
+    return resources
 
 
 @dataclasses.dataclass(frozen=True)

@@ -62,16 +62,7 @@ class CommandHost:
 
     def check_writable(self, root_dir: str) -> Optional[str]:
         """None when this node can write `root_dir`, else why not (one line)."""
-        if "://" in root_dir:
-            return None  # a bucket: the learner's first write checks it
-        try:
-            os.makedirs(root_dir, exist_ok=True)
-            with tempfile.TemporaryFile(dir=root_dir):
-                pass
-        except OSError as error:
-            return (f"root_dir={root_dir!r} is not writable on node {ray_node()[0]}: "
-                    f"{error.strerror}")
-        return None
+        return writable_error(root_dir, "root_dir")
 
     def start(self, argv: Sequence[str], log_path: Optional[str] = None,
               cwd: Optional[str] = None,
@@ -141,6 +132,20 @@ class CommandHost:
         """SIGKILLs the spare (a stop drops spares first: none is promoted meanwhile)."""
         self._spare_argv = None
         self._spares.drop(wait)
+
+
+def writable_error(path: str, flag: str) -> Optional[str]:
+    """None when this node can write the folder `path` (made where missing; a bucket's
+    URL passes: its first write checks it), else why not, in one line naming `flag`."""
+    if "://" in path:
+        return None
+    try:
+        os.makedirs(path, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError as error:
+        return f"{flag}={path!r} is not writable on node {ray_node()[0]}: {error.strerror}"
+    return None
 
 
 def _own_python(argv: Sequence[str]) -> list:

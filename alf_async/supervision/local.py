@@ -54,6 +54,8 @@ def _die_with_parent(parent_pid: int) -> None:
 class LocalProcess:
     """A `backend.Process`: a `subprocess.Popen` leading a session of its own."""
 
+    lost = None  # why its node was lost: never, on this host
+
     def __init__(self, popen: subprocess.Popen):
         self.popen = popen
         self.pid = popen.pid

@@ -70,25 +70,121 @@ def check_address(address: str) -> None:
                          f"({getattr(error, 'strerror', None) or error})") from None
 
 
+class RaySession:
+    """This process's connection to a Ray cluster (`address`), or to a Ray of its own
+    on this host (None: on 127.0.0.1, reaped with this process, shut down by
+    `close()`); what the launch and the many-runs commands place their commands on.
+
+    Thread-safety: used from one thread.
+    """
+
+    def __init__(self, address: Optional[str], reports: Optional[str] = None,
+                 who: str = "launch"):
+        """Connects (Ray's own error reports to the file `reports`, `ray_reports`; None:
+        Ray prints them); `who` names the command in its console lines.
+
+        Raises:
+            ValueError: Ray is missing or `address` does not answer (one line).
+        """
+        self.ray = import_ray()
+        if address:
+            check_address(address)
+        self._owns_ray, self._temp_dir = not address, None
+        if reports:
+            import ray._private.worker  # pylint: disable=import-outside-toplevel,protected-access
+            RayReports(reports).install(ray._private.worker)  # pylint: disable=protected-access
+        kwargs = dict(include_dashboard=False, log_to_driver=False, configure_logging=False)
+        logging.info("%s: %s (Ray's start takes 10-30 s)", who,
+                     f"joining the Ray cluster at {address}" if address else
+                     "starting a Ray of its own on this host, on loopback")
+        if address:
+            try:
+                with ray_site.pydantic_hidden():  # the driver's own processes
+                    self.ray.init(address=address, **kwargs)
+            except ConnectionError as error:
+                raise ValueError(f"--address={address}: {error}") from None
+            return
+        self._temp_dir = tempfile.mkdtemp(prefix="alf_ray_")  # short: socket paths
+        ray_reaper.start(self._temp_dir)  # what Ray leaves, gone when this process is
+        with ray_site.pydantic_hidden():
+            self.ray.init(**kwargs, object_store_memory=_LOCAL_OBJECT_STORE_BYTES,
+                          _temp_dir=self._temp_dir)
+
+    def nodes(self) -> List[dict]:
+        """The live nodes (Ray's `ray.nodes()` entries)."""
+        return [node for node in self.ray.nodes() if node["Alive"]]
+
+    @staticmethod
+    def room_on(node: dict, resources: Dict[str, float]) -> int:
+        """How many commands of `resources` node `node` (a `nodes()` entry) holds at once."""
+        return min([int(node["Resources"].get(key, 0) // amount) for key, amount
+                    in resources.items() if amount > 0], default=1)
+
+    def room(self, resources: Dict[str, float]) -> int:
+        """How many commands of `resources` the live nodes hold at once."""
+        return sum(self.room_on(node, resources) for node in self.nodes())
+
+    def check_room(self, flag: str, resources: Dict[str, float], count: int,
+                   count_flag: str = "") -> int:
+        """The room for `resources`; ValueError (one line naming `flag`) unless the live
+        nodes hold `count` of them at once."""
+        room = self.room(resources)
+        if not room:
+            kinds = sorted({k for node in self.nodes() for k in node["Resources"]})
+            raise ValueError(f"{flag}={resources}: no node of the Ray cluster has them "
+                             f"(its nodes have {kinds})")
+        if room < count:
+            raise ValueError(f"{flag}={resources}: the Ray cluster's nodes hold {room} of "
+                             f"them at once, not the {count_flag}={count} that run together")
+        return room
+
+    def host_options(self, resources: Dict[str, float], max_restarts: int) -> dict:
+        """The Ray actor options of a `CommandHost` that asks for `resources`."""
+        resources = dict(resources)
+        return dict(num_cpus=resources.pop("CPU", 0), num_gpus=resources.pop("GPU", 0),
+                    resources=resources, max_restarts=max_restarts,
+                    max_task_retries=-1 if max_restarts else 0, name=None)
+
+    def kill(self, hosts) -> None:
+        """Kills Ray actors `hosts` for good (their commands die with them)."""
+        for host in hosts:
+            try:
+                self.ray.kill(host, no_restart=True)
+            except Exception:  # pylint: disable=broad-except  # already gone
+                pass
+
+    def close(self) -> None:
+        """Leaves the cluster: a Ray of its own shuts down, a joined one keeps running
+        (never `ray stop`)."""
+        if self.ray.is_initialized():
+            self.ray.shutdown()
+        if self._owns_ray:
+            shutil.rmtree(self._temp_dir, ignore_errors=True)
+
+
 class RayProcess:
     """A `backend.Process` run by a `CommandHost` Ray actor; its calls never block
     the supervisor (a pending poll is looked at, not waited for)."""
 
     def __init__(self, ray, name: str, host, started, relay: bool,
-                 on_node: Callable[[str, str], None]):
-        """`on_node(name, address)` hears where the command runs once it started."""
+                 on_node: Callable[[str, str], None], on_lost: Callable[[str, str], None],
+                 who: str = "launch"):
+        """`on_node(name, address)` hears where the command runs once it started,
+        `on_lost(name, why)` that its host was lost (its command then reads as
+        SIGKILLed, `lost` says why); `who` names the command in its log lines."""
         self._ray, self._name, self._host, self._relay = ray, name, host, relay
-        self._on_node = on_node
+        self._who = who
+        self._on_node, self._on_lost = on_node, on_lost
         self._pending_start, self._pending_poll = started, None
-        self.pid, self.returncode = 0, None
-        self.node, self._incarnation = None, None
+        self.pid, self.returncode, self.lost = 0, None, None
+        self.node, self.address, self._incarnation = None, None, None
 
     def _ready(self, ref) -> bool:
         return bool(self._ray.wait([ref], timeout=0)[0])
 
     def _lost(self, why: str) -> Optional[int]:
-        logging.warning("launch: %s's Ray host was lost (%s)", self._name, why)
-        self.returncode = -signal.SIGKILL
+        self.lost, self.returncode = why, -signal.SIGKILL
+        self._on_lost(self._name, why)
         return self.returncode
 
     def poll(self) -> Optional[int]:
@@ -100,9 +196,9 @@ class RayProcess:
                     return None
                 where = self._ray.get(self._pending_start)
                 self._pending_start = None
-                self.pid, self.node, self._incarnation = (
-                    where["command_pid"], where["node_id"], where["incarnation"])
-                logging.info("launch: %s runs on node %s %s (pid %d%s)", self._name,
+                self.pid, self.node, self.address, self._incarnation = (
+                    where["command_pid"], where["node_id"], where["ip"], where["incarnation"])
+                logging.info("%s: %s runs on node %s %s (pid %d%s)", self._who, self._name,
                              where["ip"], self.node[:12], self.pid,
                              ", its warm spare" if where["promoted"] else "")
                 self._on_node(self._name, where["ip"])
@@ -141,6 +237,10 @@ class RayProcess:
         self.signal(signal.SIGKILL)
         if wait:
             self.wait(10.0)
+
+
+def _warn_lost(name: str, why: str) -> None:
+    logging.warning("launch: %s's Ray host was lost (%s)", name, why)
 
 
 class LearnerAddresses:
@@ -202,14 +302,8 @@ class RayBackend:
                 lack room for the learner's `learner_workers` workers or one
                 actor (one line naming the flag).
         """
-        self._ray = import_ray()
-        if address:
-            check_address(address)
-        self._owns_ray = not address
-        if reports:
-            import ray._private.worker  # pylint: disable=import-outside-toplevel,protected-access
-            RayReports(reports).install(ray._private.worker)  # pylint: disable=protected-access
-        self._init(address)
+        self._session = RaySession(address, reports)
+        self._ray = self._session.ray
         self._resources = {True: learner_resources, False: actor_resources}
         self._max_restarts = max_restarts
         self._hosts: Dict[str, object] = {}
@@ -217,52 +311,17 @@ class RayBackend:
         self._processes: Dict[str, RayProcess] = {}
         self._host_class = self._ray.remote(CommandHost)
         try:
-            self._check_resources("--learner_resources", learner_resources, learner_workers)
-            self._check_resources("--actor_resources", actor_resources, 1)
+            self._session.check_room("--learner_resources", learner_resources,
+                                     learner_workers, "--learner_workers")
+            self._session.check_room("--actor_resources", actor_resources, 1)
         except ValueError:
             self.close()
             raise
 
-    def _init(self, address: Optional[str]) -> None:
-        kwargs = dict(include_dashboard=False, log_to_driver=False, configure_logging=False)
-        logging.info("launch: %s (Ray's start takes 10-30 s)",
-                     f"joining the Ray cluster at {address}" if address else
-                     "starting a Ray of its own on this host, on loopback")
-        if address:
-            try:
-                with ray_site.pydantic_hidden():  # the driver's own processes
-                    self._ray.init(address=address, **kwargs)
-            except ConnectionError as error:
-                raise ValueError(f"--address={address}: {error}") from None
-            return
-        self._temp_dir = tempfile.mkdtemp(prefix="alf_ray_")  # short: socket paths
-        ray_reaper.start(self._temp_dir)  # what Ray leaves, gone when this process is
-        with ray_site.pydantic_hidden():
-            self._ray.init(**kwargs, object_store_memory=_LOCAL_OBJECT_STORE_BYTES,
-                           _temp_dir=self._temp_dir)
-
-    def _check_resources(self, flag: str, resources: Dict[str, float], count: int) -> None:
-        """Raises ValueError unless the live nodes hold `count` processes of `resources`
-        at once (the learner's workers all run together)."""
-        nodes = [node["Resources"] for node in self._ray.nodes() if node["Alive"]]
-        fits = lambda node: min([int(node.get(key, 0) // amount) for key, amount
-                                 in resources.items() if amount > 0], default=count)
-        room = sum(fits(node) for node in nodes)
-        if not room:
-            raise ValueError(f"{flag}={resources}: no node of the Ray cluster has them "
-                             f"(its nodes have {sorted({k for n in nodes for k in n})})")
-        if room < count:
-            raise ValueError(f"{flag}={resources}: the Ray cluster's nodes hold {room} of "
-                             f"them at once, not the --learner_workers={count} that run "
-                             f"together")
-
     def host(self, spec_name: str, primary: bool):
         """The Ray actor that runs `spec_name`'s command (made on first use)."""
         if spec_name not in self._hosts:
-            resources = dict(self._resources[primary])
-            options = dict(num_cpus=resources.pop("CPU", 0), num_gpus=resources.pop("GPU", 0),
-                           resources=resources, max_restarts=self._max_restarts,
-                           max_task_retries=-1, name=None)
+            options = self._session.host_options(self._resources[primary], self._max_restarts)
             if not primary:
                 options["scheduling_strategy"] = "SPREAD"
             self._hosts[spec_name] = self._host_class.options(**options).remote()
@@ -288,7 +347,8 @@ class RayBackend:
         argv, spare_argv = self._learners.current(spec.name, spec.argv, spec.spare_argv)
         started = host.start.remote(argv, spec.log_path, os.getcwd(), spare_argv, spec.spares)
         process = RayProcess(self._ray, spec.name, host, started,
-                             relay=spec.log_path is None, on_node=self._on_node)
+                             relay=spec.log_path is None, on_node=self._on_node,
+                             on_lost=_warn_lost)
         self._processes[spec.name] = process
         return process
 
@@ -312,12 +372,6 @@ class RayBackend:
 
     def close(self) -> None:
         """Kills every host (their commands die with them); shuts a local Ray down."""
-        for host in self._hosts.values():
-            try:
-                self._ray.kill(host, no_restart=True)
-            except Exception:  # pylint: disable=broad-except  # already gone
-                pass
+        self._session.kill(self._hosts.values())
         self._hosts = {}
-        if self._owns_ray and self._ray.is_initialized():
-            self._ray.shutdown()
-            shutil.rmtree(self._temp_dir, ignore_errors=True)
+        self._session.close()

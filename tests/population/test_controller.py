@@ -48,7 +48,7 @@ def _fake_run(root, command, stale_settings=None, stale_weights=False):
 
 
 def _fake_members(monkeypatch, **fault):
-    def train_interval(todo, commands, parallel, should_stop):
+    def train_interval(todo, commands, parallel, should_stop, placement=None):
         for member in todo:
             os.makedirs(member.root_dir, exist_ok=True)
             _fake_run(member.root_dir, commands[member.index], **fault)
@@ -130,9 +130,10 @@ def test_without_exploit_it_is_a_random_search_and_a_stopped_one_resumes(tmp_pat
 
 
 def _stopping(train_interval, calls):
-    def wrapped(todo, commands, parallel, should_stop):
+    def wrapped(todo, commands, parallel, should_stop, placement=None):
         calls.append(len(todo))
-        return {} if should_stop() else train_interval(todo, commands, parallel, should_stop)
+        return {} if should_stop() else train_interval(todo, commands, parallel, should_stop,
+                                                       placement)
     return wrapped
 
 

@@ -1,0 +1,218 @@
+"""Where the runs of the many-runs commands run: subprocesses here, or Ray nodes.
+
+`experiment run`, `tune` and `pbt` start each of their runs (a seed, a search
+worker, a population member) as an ordinary command through a placement:
+
+- `LocalPlacement` (`--backend=local`): a subprocess of this host in a session
+  of its own (`launcher.start_training`).
+- `RayPlacement` (`--backend=ray [--address=HOST:PORT]`): a `CommandHost` Ray
+  actor per run (the launch's machinery, `supervision.ray_backend`), placed
+  by `--<unit>_resources` and spread over the nodes, its output appended to
+  the run's `train.log`. Without an address it starts a Ray of its own on this
+  host, as the launch does. Every node that could hold a run must write the
+  output folder, checked at the start. A run whose node is lost reads as
+  killed with `lost` set; the caller starts it again (it resumes from its
+  checkpoint) on a node with room. `node.json` in a run's folder lists the
+  nodes it ran on, for the report's node column.
+
+Both hand back `backend.Process`es (`poll`, `signal`, `wait`, `lost`).
+
+Thread-safety: used from one thread.
+"""
+
+import ctypes
+import json
+import os
+import signal
+import subprocess
+import time
+from typing import Dict, List, Optional, Sequence
+
+from absl import flags
+
+from alf_async.supervision.backends import parse_resources
+from alf_async.supervision.local import LocalProcess
+
+NODE_FILE = "node.json"  # in a run's folder: {"nodes": [address, ...]} it ran on (Ray)
+LOG_FILE = "train.log"  # in a run's folder: its command's output
+
+
+def define_flags(unit: str) -> None:
+    """Registers `--backend`, `--address`, `--<unit>_resources` and `--<unit>_retries`
+    as flags of the calling command (`unit`: what one placed run is, e.g. "seed")."""
+    flags.DEFINE_enum("backend", "local", ["local", "ray"], f"Where each {unit} runs: a "
+                      f"subprocess of this host, or a node of a Ray cluster (pip install "
+                      f"'.[ray]'; its output folder must be storage every node shares).")
+    flags.DEFINE_string("address", None, "--backend=ray: the Ray cluster's head (HOST:PORT "
+                        "or auto); unset: a Ray of its own on this host, on loopback.")
+    flags.DEFINE_string(f"{unit}_resources", '{"CPU": 1}', f"--backend=ray: what each {unit} "
+                        f"asks of its node (JSON of Ray resources); as many run at once as "
+                        f"the cluster holds.")
+    flags.DEFINE_integer(f"{unit}_retries", 3, f"--backend=ray: times a {unit} whose node "
+                         f"was lost is started again on another node (it resumes from its "
+                         f"checkpoint).")
+
+
+def from_flags(unit: str, out_dir: str, command: str):
+    """The placement the flags ask for (`command` names the caller in its log lines).
+    Raises ValueError (one line) on a bad setting."""
+    values = flags.FLAGS
+    if values.backend == "local":
+        if values.address:
+            raise ValueError("--address needs --backend=ray")
+        return LocalPlacement()
+    return RayPlacement(values.address, parse_resources(f"--{unit}_resources",
+                                                        values[f"{unit}_resources"].value),
+                        out_dir, values[f"{unit}_retries"].value, unit, command)
+
+
+def stop_runs(processes: Sequence, grace_secs: float) -> None:
+    """SIGTERM to every run (each saves a checkpoint), then SIGKILL to any still alive
+    after `grace_secs`."""
+    for process in processes:
+        process.signal(signal.SIGTERM)
+    deadline = time.time() + grace_secs
+    for process in processes:
+        if process.wait(max(deadline - time.time(), 0.1)) is None:
+            process.signal(signal.SIGKILL)
+            process.wait(30.0)
+
+
+def start_training(command: List[str], root_dir: str) -> subprocess.Popen:
+    """Starts `command` here in its own session, output appended to `root_dir/train.log`.
+
+    Its own session: a Ctrl-C at the terminal reaches the caller only, which
+    stops the run with one SIGTERM (a second SIGINT would end it unsaved).
+    """
+    os.makedirs(root_dir, exist_ok=True)
+    with open(os.path.join(root_dir, LOG_FILE), "ab") as log:
+        return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True,
+                                preexec_fn=_die_with_parent)
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: SIGTERM when the caller dies (Linux only)."""
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+def nodes_of(root_dir: str) -> List[str]:
+    """The nodes a run ran on, in order (`NODE_FILE`; [] for a run of this host)."""
+    try:
+        with open(os.path.join(root_dir, NODE_FILE)) as f:
+            return list(json.load(f)["nodes"])
+    except (OSError, ValueError, KeyError):
+        return []
+
+
+class LocalPlacement:
+    """Runs as subprocesses of this host."""
+
+    name = "local"
+    retries = 0  # a run here is never lost to its node
+
+    def capacity(self, parallel: int) -> int:
+        """How many runs go at once: `parallel`."""
+        return parallel
+
+    @staticmethod
+    def tf_threads(parallel: int) -> int:
+        """Each run's `--tf_threads`: its share of this host's cores."""
+        return max(1, (os.cpu_count() or 1) // parallel)
+
+    def start(self, name: str, command: List[str], root_dir: str) -> LocalProcess:
+        """Starts `command` (output appended to `root_dir/train.log`); `name` is unused."""
+        del name
+        return LocalProcess(start_training(command, root_dir))
+
+    def forget(self, process) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class RayPlacement:
+    """Runs as commands of `CommandHost` Ray actors, one per run, over a Ray cluster."""
+
+    name = "ray"
+
+    def __init__(self, address: Optional[str], resources: Dict[str, float], out_dir: str,
+                 retries: int, unit: str = "seed", command: str = "experiment"):
+        """Connects (or starts a Ray of its own), and checks the cluster's room.
+
+        Raises:
+            ValueError: Ray is missing, `address` does not answer, no node has
+                `resources`, or a node that could run one cannot write `out_dir`.
+        """
+        from alf_async.supervision import ray_backend  # pylint: disable=import-outside-toplevel
+        from alf_async.supervision.command_host import CommandHost  # pylint: disable=import-outside-toplevel
+        self._session = ray_backend.RaySession(address, who=command)
+        self._ray, self._unit, self._command = self._session.ray, unit, command
+        self.retries, self._resources = retries, resources
+        self._host_class = self._ray.remote(CommandHost)
+        self._hosts: Dict[int, object] = {}  # id(process): its host
+        try:
+            self.room = self._session.check_room(f"--{unit}_resources", resources, 1)
+            self._check_out(out_dir)
+        except ValueError:
+            self.close()
+            raise
+
+    def _check_out(self, out_dir: str) -> None:
+        """ValueError (one line) unless every node with room for a run writes `out_dir`."""
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # pylint: disable=import-outside-toplevel
+        from alf_async.supervision.command_host import writable_error  # pylint: disable=import-outside-toplevel
+        check = self._ray.remote(num_cpus=0)(writable_error)
+        nodes = [node["NodeID"] for node in self._session.nodes()
+                 if self._session.room_on(node, self._resources)]
+        answers = self._ray.get([check.options(scheduling_strategy=NodeAffinitySchedulingStrategy(
+            node, soft=False)).remote(out_dir, "--out") for node in nodes], timeout=120)
+        errors = [answer for answer in answers if answer]
+        if errors:
+            raise ValueError(f"{errors[0]} (every node that runs a {self._unit} must write it: "
+                             f"storage that the nodes share)")
+
+    def capacity(self, parallel: int) -> int:
+        """How many runs go at once: the cluster's room at the start, at most `parallel`."""
+        return min(parallel, self.room)
+
+    def tf_threads(self, parallel: int) -> int:
+        """Each run's `--tf_threads`: the CPUs it asks for (1 if none)."""
+        del parallel
+        return max(1, int(self._resources.get("CPU", 1)))
+
+    def start(self, name: str, command: List[str], root_dir: str):
+        """Starts `command` on a new host (output appended to `root_dir/train.log`)."""
+        from alf_async.supervision.ray_backend import RayProcess  # pylint: disable=import-outside-toplevel
+        options = self._session.host_options(self._resources, max_restarts=0)
+        host = self._host_class.options(**options, scheduling_strategy="SPREAD").remote()
+        log_path = os.path.join(root_dir, LOG_FILE)
+        started = host.start.remote(command, log_path, os.getcwd(), None, 0)
+        process = RayProcess(self._ray, name, host, started, relay=False, who=self._command,
+                             on_node=lambda _, address: _note_node(root_dir, address),
+                             on_lost=lambda *_: None)
+        self._hosts[id(process)] = host
+        return process
+
+    def forget(self, process) -> None:
+        """Kills an ended run's host (a lost one's too, wherever Ray holds it)."""
+        host = self._hosts.pop(id(process), None)
+        if host is not None:
+            self._session.kill([host])
+
+    def close(self) -> None:
+        """Kills every host (their commands die with them); shuts a Ray of its own down."""
+        self._session.kill(self._hosts.values())
+        self._hosts = {}
+        self._session.close()
+
+
+def _note_node(root_dir: str, address: str) -> None:
+    """Adds `address` to the run's `NODE_FILE`."""
+    from alf_async.training import files  # pylint: disable=import-outside-toplevel
+    files.write_text(os.path.join(root_dir, NODE_FILE),
+                     json.dumps(dict(nodes=nodes_of(root_dir) + [address])))

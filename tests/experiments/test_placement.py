@@ -1,0 +1,281 @@
+"""Where the seeds of an experiment run: fakes for the retry and stop rules, and a real
+experiment on a simulated Ray cluster of one host (slow) that loses a node mid-run.
+
+Every wait is bounded; every process started is stopped by its PID in a `finally`,
+and the cluster is shut down (never `ray stop`).
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import types
+
+import pytest
+
+from alf_async.experiments import cells, launcher, placement, report
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+TINY = ["create_environment.num_parallel_environments=16",
+        "AsyncOffPolicyDriver.unroll_length=16", "train.num_env_steps=None",
+        "train.summary_interval=1", "train.log_interval_secs=1.0",
+        "train.checkpoint_interval=2"]
+
+
+class FakeProcess:
+    """A `backend.Process` that ends as told after `polls` polls: `lost` (SIGKILLed,
+    `lost` set), `killed` here (SIGKILLed, `lost` None), or exit 0 with a result."""
+
+    def __init__(self, run_dir, lost=None, polls=1, ignores_term=False, killed=False):
+        self.run_dir, self.lost, self.polls, self.killed = run_dir, lost, polls, killed
+        self.ignores_term, self.returncode, self.address = ignores_term, None, "127.0.0.9"
+        self.signals = []
+
+    def poll(self):
+        self.polls -= 1
+        if self.returncode is None and self.polls <= 0:
+            self.returncode = -signal.SIGKILL if self.lost or self.killed else 0
+            if not self.returncode:
+                open(os.path.join(self.run_dir, "result.json"), "w").close()
+        return self.returncode
+
+    def signal(self, signum):
+        self.signals.append(signum)
+        if signum == signal.SIGKILL or not self.ignores_term:
+            self.returncode = -signum
+
+    def wait(self, timeout):
+        return self.returncode
+
+
+class FakePlacement:
+    """Starts `FakeProcess`es: a run named in `losses` is lost that many times first."""
+
+    def __init__(self, losses, retries):
+        self.losses, self.retries, self.started, self.forgotten = dict(losses), retries, [], 0
+
+    def capacity(self, parallel):
+        return parallel
+
+    def tf_threads(self, parallel):
+        return 1
+
+    def start(self, name, command, root_dir):
+        os.makedirs(root_dir, exist_ok=True)
+        self.started.append(name)
+        lost = self.losses.get(name, 0) > 0
+        self.losses[name] = self.losses.get(name, 0) - 1
+        return FakeProcess(root_dir, lost="RayActorError" if lost else None)
+
+    def forget(self, process):
+        self.forgotten += 1
+
+
+def _runs(tmp_path, seeds):
+    cell = cells.make_cells(["c.gin"], [], [])[0]
+    return launcher.seed_runs([cell], seeds, str(tmp_path))
+
+
+def test_a_seed_whose_node_is_lost_runs_again_one_line_each_within_its_budget(tmp_path):
+    lines = []
+    runs = _runs(tmp_path, [1, 2, 3])
+    fake = FakePlacement({"c/seed_2": 1, "c/seed_3": 3}, retries=2)
+    seeds = launcher.Launcher(runs, parallel=3, poll_secs=0.0, echo=lines.append,
+                              placement=fake)
+    assert seeds.run() is None
+    assert fake.started.count("c/seed_1") == 1 and fake.started.count("c/seed_2") == 2
+    assert fake.started.count("c/seed_3") == 3  # the first start and its 2 retries
+    assert fake.forgotten == 6  # every ended host is let go
+    retries = [line for line in lines if "resuming from" in line]
+    assert retries == [
+        "c/seed_2: its node 127.0.0.9 was lost (RayActorError); resuming from its "
+        "checkpoint on another node (retry 1 of 2)",
+        "c/seed_3: its node 127.0.0.9 was lost (RayActorError); resuming from its "
+        "checkpoint on another node (retry 1 of 2)",
+        "c/seed_3: its node 127.0.0.9 was lost (RayActorError); resuming from its "
+        "checkpoint on another node (retry 2 of 2)"]
+    assert seeds.failed == {"c/seed_3": "its node was lost 3 times"}
+    assert "c/seed_3 failed: its node was lost 3 times (--seed_retries=2)" in lines
+    assert "seeds done 2/3, running 0, failed 1" in lines[-1]
+
+
+def test_a_seed_killed_on_this_host_is_a_failure_not_a_retry(tmp_path):
+    fake = FakePlacement({"c/seed_1": 1}, retries=3)
+    fake.start = lambda name, command, root_dir: FakeProcess(root_dir, lost=None, killed=True)
+    seeds = launcher.Launcher(_runs(tmp_path, [1]), parallel=1, poll_secs=0.0,
+                              echo=lambda line: None, placement=fake)
+    seeds.run()
+    assert list(seeds.failed) == ["c/seed_1"] and "exit -9" in seeds.failed["c/seed_1"]
+
+
+def test_stop_runs_terms_each_then_kills_those_still_running_after_the_grace(tmp_path):
+    polite, stubborn = FakeProcess(str(tmp_path)), FakeProcess(str(tmp_path), ignores_term=True)
+    started = time.time()
+    placement.stop_runs([polite, stubborn], grace_secs=0.2)
+    assert time.time() - started < 5
+    assert polite.signals == [signal.SIGTERM] and polite.returncode == -signal.SIGTERM
+    assert stubborn.signals == [signal.SIGTERM, signal.SIGKILL]
+
+
+def test_the_seeds_table_gets_a_node_column_only_for_seeds_run_on_a_cluster():
+    seed = dict(seed=1, env_steps_to_target=None, seconds_to_target=None, best=1.0,
+                final=1.0, last25_min=1.0, env_steps=10, seconds=1.0)
+    local = dict(cells=[dict(name="c", seeds=[seed])])
+    assert "node" not in report.seeds_table(local)
+    placed = dict(cells=[dict(name="c", seeds=[dict(seed, nodes=["127.0.0.3", "127.0.0.5"])])])
+    header, _, row = report.seeds_table(placed).splitlines()
+    assert header.endswith("| node |") and row.endswith("| 127.0.0.3 → 127.0.0.5 |")
+
+
+def test_a_runs_nodes_are_appended_in_order(tmp_path):
+    assert placement.nodes_of(str(tmp_path)) == []
+    placement._note_node(str(tmp_path), "127.0.0.3")  # pylint: disable=protected-access
+    placement._note_node(str(tmp_path), "127.0.0.5")  # pylint: disable=protected-access
+    assert placement.nodes_of(str(tmp_path)) == ["127.0.0.3", "127.0.0.5"]
+
+
+# --- a real experiment on a simulated cluster (slow) ---------------------------------
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    pytest.importorskip("ray")
+    from alf_async.supervision.ray_cluster import SimulatedCluster
+    previous = os.environ.get("RAY_TMPDIR")
+    cluster = SimulatedCluster(actors=4, actor_nodes=2)  # 2 seeds' room on each worker node
+    yield cluster
+    cluster.shutdown()
+    if previous is None:
+        os.environ.pop("RAY_TMPDIR", None)
+    else:
+        os.environ["RAY_TMPDIR"] = previous
+
+
+def _experiment(out, cluster, iterations, seeds="1-4"):
+    return [sys.executable, "-m", "alf_async.experiment", "run",
+            "--gin_file=gin_configs/ppo_async.gin", f"--seeds={seeds}", "--parallel=8",
+            f"--out={out}", "--target=20", *[f"--gin_param={p}" for p in TINY],
+            f"--gin_param=train.num_iterations={iterations}", "--backend=ray",
+            f"--address={cluster and cluster.address}", '--seed_resources={"actor": 1}']
+
+
+def _wait(condition, proc, timeout, what):
+    deadline = time.time() + timeout
+    while not condition():
+        assert proc.poll() is None, f"the experiment ended before {what}"
+        assert time.time() < deadline, f"no {what} in {timeout} s"
+        time.sleep(0.5)
+
+
+def _checkpointed(run_dir):
+    return (run_dir / "checkpoints").is_dir() and any(
+        n.endswith(".index") for n in os.listdir(run_dir / "checkpoints"))
+
+
+def _stop(proc):
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait(timeout=30)
+
+
+@pytest.mark.slow
+def test_four_seeds_over_two_nodes_one_lost_mid_run_each_finish_once(tmp_path, cluster):
+    out, iterations = tmp_path / "exp", 60
+    seed_dirs = {s: out / "ppo_async" / f"seed_{s}" for s in range(1, 5)}
+    lost_ip = cluster.actor_nodes[0].node_ip_address
+    on_lost = lambda: [s for s, d in seed_dirs.items() if placement.nodes_of(str(d))[:1] == [lost_ip]]
+    proc = subprocess.Popen(_experiment(out, cluster, iterations), cwd=ROOT, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        _wait(lambda: all(placement.nodes_of(str(d)) for d in seed_dirs.values()), proc, 120,
+              "4 seeds placed")
+        victims = on_lost()
+        assert len(victims) == 2  # SPREAD: 2 seeds on each worker node
+        _wait(lambda: all(_checkpointed(seed_dirs[s]) for s in victims), proc, 180,
+              "checkpoints of the seeds on the node to lose")
+        cell_json = (out / "ppo_async" / "cell.json").read_bytes()
+        assert not any((seed_dirs[s] / "result.json").exists() for s in victims)
+        cluster.replace_actor_node(0)
+        output, _ = proc.communicate(timeout=400)
+    finally:
+        _stop(proc)
+    assert proc.returncode == 0, output
+    retried = sorted(int(line.split("seed_")[1].split(":")[0]) for line in output.splitlines()
+                     if f"its node {lost_ip} was lost" in line)
+    assert retried == sorted(victims), output
+    assert all("(retry 1 of 3)" in line for line in output.splitlines() if "was lost" in line)
+    assert "seeds done 4/4, running 0, failed 0" in output
+    assert (out / "ppo_async" / "cell.json").read_bytes() == cell_json  # provenance unchanged
+    for seed, run_dir in seed_dirs.items():
+        log = (run_dir / "train.log").read_text()
+        assert log.count("Training done:") == 1, seed  # none run twice to the end
+        result = json.loads((run_dir / "result.json").read_text())
+        assert result["iteration"] == iterations  # no iteration counted twice
+        assert result["env_steps"] == iterations * 2 * 16 * 16
+        nodes = placement.nodes_of(str(run_dir))
+        if seed in victims:
+            assert "Resumed from" in log and len(nodes) == 2 and nodes[1] != lost_ip
+        else:
+            assert "Resumed from" not in log and len(nodes) == 1
+    summary = report.summarize([str(out)])
+    reported = summary["experiments"][0]["cells"][0]["seeds"]
+    assert [s["seed"] for s in reported] == [1, 2, 3, 4]
+    from alf_async.experiments.curves import load_curve
+    for entry in reported:
+        curve = load_curve(str(seed_dirs[entry["seed"]]))  # the seed's own events
+        assert entry["env_steps"] == int(curve["env_steps"][-1])
+        assert entry["final"] == pytest.approx(float(curve["value"][-1]))
+        assert entry["nodes"] == placement.nodes_of(str(seed_dirs[entry["seed"]]))
+    assert "| node |" in report.markdown(summary)
+
+
+@pytest.mark.slow
+def test_an_out_a_node_cannot_write_is_refused_in_one_line(tmp_path, cluster):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    with pytest.raises(ValueError) as error:
+        placement.RayPlacement(cluster.address, {"actor": 1}, str(blocker / "out"), 3)
+    message = str(error.value)
+    assert message.startswith(f"--out='{blocker / 'out'}' is not writable on node 127.0.0.")
+    assert "storage that the nodes share" in message and "\n" not in message
+
+
+def _ray_temp_folders():
+    return {n for n in os.listdir("/tmp") if n.startswith("alf_ray_")
+            and not n.startswith("alf_ray_cluster_")}
+
+
+@pytest.mark.slow
+def test_ctrl_c_on_an_experiment_on_a_ray_of_its_own_checkpoints_each_seed_and_leaves_nothing(
+        tmp_path):
+    pytest.importorskip("ray")
+    from alf_async.supervision.ray_reaper import descendants, start_time
+    out, before, seen = tmp_path / "exp", _ray_temp_folders(), {}
+    command = [arg for arg in _experiment(out, None, 100_000, seeds="1-2")
+               if not arg.startswith(("--address", "--seed_resources"))]
+    proc = subprocess.Popen(command, cwd=ROOT, text=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT)
+    logs = [out / "ppo_async" / f"seed_{s}" / "train.log" for s in (1, 2)]
+    try:
+        def checkpointed():
+            seen.update(descendants(proc.pid))  # Ray's processes and the seeds'
+            return all(_checkpointed(log.parent) for log in logs)
+        _wait(checkpointed, proc, 180, "a checkpoint of each seed")
+        proc.send_signal(signal.SIGINT)
+        output, _ = proc.communicate(timeout=150)
+        end = time.monotonic()
+        alive = lambda: [pid for pid, started in seen.items() if start_time(pid) == started]
+        while (alive() or _ray_temp_folders() - before) and time.monotonic() - end < 5:
+            time.sleep(0.1)
+        assert not alive(), f"outlived the experiment by 5 s: {alive()}"
+        assert not _ray_temp_folders() - before
+    finally:
+        _stop(proc)
+    assert proc.returncode == 128 + signal.SIGINT, output
+    assert "stopped 2 running seeds (checkpoints saved)" in output
+    for log in logs:
+        text = log.read_text()
+        assert "Interrupted by SIGTERM" in text
+        assert text.rindex("checkpoint saved") > text.index("Interrupted by SIGTERM")
