@@ -38,6 +38,9 @@ flags.DEFINE_enum("runner", "train", ["train", "chaos"], "run: what trains each 
                   "alf_async.train, or alf_async.supervision.chaos (the supervised launch with faults "
                   "injected; its flags as --gin_param or --grid bindings that start with "
                   "'--', e.g. --grid='--faults=[none, all]').")
+flags.DEFINE_string("cell", None, "run: the cell saved at this cell.json (or its folder: an "
+                    "experiment's cell, a tune trial) instead of --gin_file and --grid; "
+                    "--gin_param adds to its bindings.")
 flags.DEFINE_bool("new_cell", False, "run: where --out already holds a cell made with other "
                   "settings, put this one beside it (<cell>-2) instead of refusing.")
 flags.DEFINE_string("seeds", "1-3", "run: seeds, a range or a list ('1-5', '1,3,7').")
@@ -70,11 +73,8 @@ def run_command() -> int:
     if not FLAGS.out:
         _fail("Bad setting: run needs --out=DIR (the experiment directory)")
     try:
-        config.check_gin_files(FLAGS.gin_file, required=True)
         seeds = cells.parse_seeds(FLAGS.seeds)
-        experiment = cells.make_cells([os.path.abspath(f) for f in FLAGS.gin_file],
-                                      FLAGS.gin_param, FLAGS.grid, FLAGS.target,
-                                      FLAGS.runner)
+        experiment = _cells(cells)
         runs = launcher.seed_runs(experiment, seeds, os.path.abspath(FLAGS.out),
                                   FLAGS.new_cell)
         _record_command(FLAGS.out)
@@ -99,6 +99,17 @@ def run_command() -> int:
     for name, line in seed_launcher.failed.items():
         logging.error("%s failed: %s", name, line)
     return 1 if seed_launcher.failed else 0
+
+
+def _cells(cells) -> list:
+    """The cells `run` trains: `--cell`'s, or those of --gin_file, --gin_param and --grid."""
+    if FLAGS.cell:
+        if FLAGS.gin_file or FLAGS.grid:
+            raise ValueError("--cell takes the place of --gin_file and --grid")
+        return [cells.cell_again(FLAGS.cell, FLAGS.gin_param)]
+    config.check_gin_files(FLAGS.gin_file, required=True)
+    return cells.make_cells([os.path.abspath(f) for f in FLAGS.gin_file], FLAGS.gin_param,
+                            FLAGS.grid, FLAGS.target, FLAGS.runner)
 
 
 def _record_command(out: str) -> None:

@@ -22,6 +22,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from absl import app, flags, logging  # pylint: disable=wrong-import-position
 
 from alf_async import config, extras  # pylint: disable=wrong-import-position
+from alf_async.experiments import placement as placement_lib  # pylint: disable=wrong-import-position
 from alf_async.extras import MissingExtraError  # pylint: disable=wrong-import-position
 from alf_async.tracking import settings as tracker_settings  # pylint: disable=wrong-import-position
 
@@ -32,7 +33,11 @@ flags.DEFINE_string("space", None, "YAML search space: gin binding -> {low, high
 flags.DEFINE_integer("trials", 12, "Finished (complete or pruned) trials the study should hold.")
 flags.DEFINE_string("storage", None, "Optuna storage URL, e.g. sqlite:///runs/tune/study.db.")
 flags.DEFINE_string("study", None, "Study name (default: the gin file's name and the objective).")
-flags.DEFINE_integer("parallel", 1, "Trials run at once by this process.")
+flags.DEFINE_integer("parallel", 1, "Trials run at once by this process (--workers=1, "
+                     "--backend=local).")
+flags.DEFINE_integer("workers", 1, "N, trial workers sharing the study, each one trial at a "
+                     "time: processes here, or with --backend=ray on the cluster's nodes "
+                     "(SQLite only where they share one node).")
 flags.DEFINE_enum("objective", "auc", ["auc", "final", "steps_to_target", "seconds_to_target"],
                   "auc: mean average return over the run; final: the last average return; "
                   "steps_to_target: env steps to --target; seconds_to_target: seconds of "
@@ -54,9 +59,12 @@ flags.DEFINE_integer("grace_secs", 120, "A trial whose worker wrote no heartbeat
                      "long (it died, or its node was lost) is marked failed and its settings "
                      "run again, once (Optuna's grace_period).")
 flags.DEFINE_integer("tf_threads", 0, "Each trial's --tf_threads (0: cores // parallel).")
+flags.DEFINE_bool("summary", True, "Print the study's counts and its best trial at the end "
+                  "(a worker of --workers leaves it to the command that started it).")
 flags.DEFINE_string("out", None, "Directory of the trials' runs (default: next to a SQLite "
                     "storage file).")
 tracker_settings.define_flags()
+placement_lib.define_flags("worker")
 FLAGS = flags.FLAGS
 
 
@@ -93,9 +101,41 @@ def _check_flags() -> None:
     if not 1 <= FLAGS.heartbeat_secs < FLAGS.grace_secs:
         _fail(f"Bad setting: --heartbeat_secs must be >= 1 and below --grace_secs, got "
               f"{FLAGS.heartbeat_secs} and {FLAGS.grace_secs}")
-    if min(FLAGS.trials, FLAGS.parallel, FLAGS.report_steps) < 1:
-        _fail(f"Bad setting: --trials, --parallel and --report_steps must be >= 1, got "
-              f"{FLAGS.trials}, {FLAGS.parallel} and {FLAGS.report_steps}")
+    if min(FLAGS.trials, FLAGS.parallel, FLAGS.report_steps, FLAGS.workers) < 1:
+        _fail(f"Bad setting: --trials, --parallel, --report_steps and --workers must be >= 1, "
+              f"got {FLAGS.trials}, {FLAGS.parallel}, {FLAGS.report_steps} and {FLAGS.workers}")
+
+
+def _search_settings(study, storage: str, tracker, tf_threads: int):
+    name = FLAGS.study or (os.path.splitext(os.path.basename(FLAGS.gin_file[-1]))[0] +
+                           f"_{FLAGS.objective}")
+    return study.SearchSettings(
+        storage=storage, name=name, out_dir=_out_dir(storage),
+        gin_files=[os.path.abspath(f) for f in FLAGS.gin_file],
+        bindings=list(FLAGS.gin_param), space_path=FLAGS.space, trials=FLAGS.trials,
+        parallel=FLAGS.parallel, objective=FLAGS.objective, target=FLAGS.target,
+        prune=FLAGS.prune, startup_trials=FLAGS.startup_trials, seed=FLAGS.seed,
+        report_steps=FLAGS.report_steps, prune_after=FLAGS.prune_after,
+        tf_threads=tf_threads, tracker=tracker, heartbeat_secs=FLAGS.heartbeat_secs,
+        grace_secs=FLAGS.grace_secs, summary=FLAGS.summary)
+
+
+def _run_workers(study, settings, argv) -> int:
+    """`--workers` trial workers where `--backend` puts them; the study made first, its
+    best trial printed at the end."""
+    from alf_async.experiments import workers  # pylint: disable=import-outside-toplevel
+    placement = placement_lib.from_flags("worker", settings.out_dir, "tune")
+    try:
+        workers.check_storage(settings.storage, FLAGS.workers, placement.nodes)
+        study.open_study(settings)
+        tf_threads = FLAGS.tf_threads or placement.tf_threads(
+            placement.capacity(FLAGS.workers))
+        code = workers.run_workers(placement, workers.worker_command(
+            argv, settings.out_dir, tf_threads), FLAGS.workers, settings.out_dir)
+    finally:
+        placement.close()
+    study.print_best(study.open_study(settings), settings)
+    return code
 
 
 def main(argv) -> None:
@@ -109,24 +149,19 @@ def main(argv) -> None:
     storage = FLAGS.storage
     if storage.startswith("sqlite:///"):
         os.makedirs(os.path.dirname(os.path.abspath(storage[len("sqlite:///"):])), exist_ok=True)
-    name = FLAGS.study or (os.path.splitext(os.path.basename(FLAGS.gin_file[-1]))[0] +
-                           f"_{FLAGS.objective}")
     tracker = tracker_settings.from_flags()
+    settings = _search_settings(study, storage, tracker, FLAGS.tf_threads or max(
+        1, (os.cpu_count() or 1) // FLAGS.parallel))
     from alf_async.tracking import clients  # pylint: disable=import-outside-toplevel
-    clients.make_groups_ahead(tracker, [name])
+    clients.make_groups_ahead(tracker, [settings.name])
     try:
-        code = study.run_search(study.SearchSettings(
-            storage=storage, name=name, out_dir=_out_dir(storage),
-            gin_files=[os.path.abspath(f) for f in FLAGS.gin_file],
-            bindings=list(FLAGS.gin_param), space_path=FLAGS.space, trials=FLAGS.trials,
-            parallel=FLAGS.parallel, objective=FLAGS.objective, target=FLAGS.target,
-            prune=FLAGS.prune, startup_trials=FLAGS.startup_trials, seed=FLAGS.seed,
-            report_steps=FLAGS.report_steps, prune_after=FLAGS.prune_after,
-            tf_threads=FLAGS.tf_threads or max(1, (os.cpu_count() or 1) // FLAGS.parallel),
-            tracker=tracker, heartbeat_secs=FLAGS.heartbeat_secs,
-            grace_secs=FLAGS.grace_secs))
+        if FLAGS.workers > 1 or FLAGS.backend == "ray":
+            code = _run_workers(study, settings, sys.argv)
+        else:
+            code = study.run_search(settings)
     except ValueError as error:
-        _fail(f"Bad setting: {error}")
+        _fail(f"{'Missing package' if isinstance(error, MissingExtraError) else 'Bad setting'}: "
+              f"{error}")
     sys.exit(code)
 
 

@@ -127,3 +127,100 @@ def _trials(url):
         return optuna.load_study(study_name="shared", storage=url).get_trials(deepcopy=False)
     except KeyError:
         return []
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_two_workers_on_a_cluster_share_a_postgresql_study_one_killed_mid_trial(tmp_path):
+    """`--backend=ray --workers=2` on simulated nodes (127.0.0.2-4), 6 trials: one worker is
+    SIGKILLed during a trial; it is started again, its trial failed by the heartbeat and
+    run again, and the best trial's cell.json re-runs as an experiment."""
+    pytest.importorskip("ray")
+    import postgres_server  # pylint: disable=import-outside-toplevel
+    from alf_async.supervision.ray_cluster import SimulatedCluster  # pylint: disable=import-outside-toplevel
+
+    if postgres_server.binaries() is None:
+        (pytest.fail if os.environ.get("CI") else pytest.skip)(
+            "PostgreSQL's initdb and postgres are missing (.ci/run installs them)")
+    server = postgres_server.PostgresServer().start()
+    previous = os.environ.get("RAY_TMPDIR")
+    cluster = SimulatedCluster(actors=2, actor_nodes=2)  # one worker's room on each node
+    (tmp_path / "space.yaml").write_text(SPACE)
+    proc = None
+    try:
+        url = server.create_database("optuna")
+        sqlite = _tune_on(cluster, tmp_path, f"sqlite:///{tmp_path / 'study.db'}")
+        refused = subprocess.run(sqlite, cwd=ROOT, capture_output=True, text=True, timeout=120)
+        assert refused.returncode == 2 and "SQLite is for one host" in refused.stderr
+        proc = subprocess.Popen(_tune_on(cluster, tmp_path, url), cwd=ROOT, text=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        victim = _worker_in_a_trial(proc, 240)
+        os.kill(victim, signal.SIGKILL)  # its trial's run gets SIGTERM as its parent dies
+        output, _ = proc.communicate(timeout=600)
+        assert proc.returncode == 0, output
+        trials = _trials(url)
+        failed = [t for t in trials if t.state == optuna.trial.TrialState.FAIL]
+        complete = [t for t in trials if t.state == optuna.trial.TrialState.COMPLETE]
+        assert len(failed) == 1 and len(complete) == 6, output
+        retry = [t for t in complete if t.system_attrs.get("failed_trial") == failed[0].number]
+        assert len(retry) == 1 and retry[0].params == failed[0].params
+        assert output.count("ended, it died (exit -9); started again (retry 1 of 3)") == 1
+        assert f"trial {failed[0].number}: no heartbeat from its worker for 4 s" in output
+        assert "study 'shared': 6 complete, 0 pruned, 1 fail" in output
+        best = optuna.load_study(study_name="shared", storage=url).best_trial
+        again = subprocess.run(
+            [sys.executable, "-m", "alf_async.experiment", "run",
+             f"--cell={best.user_attrs['root_dir']}/cell.json", "--seeds=1",
+             f"--out={tmp_path / 'best'}"], cwd=ROOT, capture_output=True, text=True,
+            timeout=300)
+        assert again.returncode == 0, again.stdout + again.stderr
+        operative = (tmp_path / "best" / f"trial_{best.number}" / "seed_1" /
+                     "operative_config.gin").read_text()
+        from alf_async.experiments import provenance  # pylint: disable=import-outside-toplevel
+        asked = [f"{name}={value}" for name, value in best.params.items()]
+        assert provenance.operative_mismatches(operative, asked) == []
+        assert provenance.operative_mismatches(operative, ["alf_async.Learner.num_epochs=3"])
+    finally:
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)
+        cluster.shutdown()
+        if previous is None:
+            os.environ.pop("RAY_TMPDIR", None)
+        else:
+            os.environ["RAY_TMPDIR"] = previous
+        server.stop()
+
+
+def _tune_on(cluster, tmp_path, storage):
+    return [sys.executable, "-m", "alf_async.tune", "--gin_file=gin_configs/ppo_async.gin",
+            f"--space={tmp_path / 'space.yaml'}", "--trials=6", "--study=shared",
+            f"--out={tmp_path / 'runs'}", "--noprune", "--heartbeat_secs=1", "--grace_secs=4",
+            f"--storage={storage}", *[f"--gin_param={p}" for p in TINY], "--backend=ray",
+            f"--address={cluster.address}", "--workers=2", '--worker_resources={"actor": 1}']
+
+
+def _worker_in_a_trial(proc, timeout):
+    """The PID of a tune worker (on a node) with a trial's training process running."""
+    from alf_async.supervision.ray_reaper import descendants  # pylint: disable=import-outside-toplevel
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        assert proc.poll() is None, proc.stdout.read()
+        for pid in _pids_running("alf_async.tune", "--backend=local"):
+            if any(_cmdline(child).find("alf_async.train") >= 0 for child in descendants(pid)):
+                return pid
+        time.sleep(0.5)
+    raise AssertionError(f"no worker ran a trial in {timeout} s")
+
+
+def _cmdline(pid):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().decode(errors="replace").replace("\0", " ")
+    except OSError:
+        return ""
+
+
+def _pids_running(*words):
+    return [int(p) for p in os.listdir("/proc") if p.isdigit()
+            and all(w in _cmdline(int(p)) for w in words)]

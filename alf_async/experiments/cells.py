@@ -154,6 +154,27 @@ def load_cell(cell_dir: str):
                 data.get("version"), tuple(data.get("differs", ())))
 
 
+def cell_again(path: str, extra_bindings: Sequence[str] = ()) -> Cell:
+    """The cell saved at `path` (a `cell.json`, or its folder: an experiment's cell or a
+    tune trial) made again from its gin files, its bindings, then `extra_bindings`.
+
+    Raises:
+        ValueError: no cell there, or a gin file that changed since it was made.
+    """
+    folder = path[:-len(CELL_FILE)] if path.endswith(CELL_FILE) else path
+    saved = load_cell(folder or ".")
+    if saved is None:
+        raise ValueError(f"--cell={path}: no {CELL_FILE} there")
+    again = make_cells(saved.gin_files, [*saved.bindings, *extra_bindings], [], saved.target,
+                       saved.runner)[0]
+    changed = [f for f, old, new in zip(saved.gin_files, saved.gin_sha256, again.gin_sha256)
+               if old != new]
+    if changed:
+        raise ValueError(f"--cell={path}: {changed[0]} changed since the cell was made "
+                         f"(its sha256 differs)")
+    return dataclasses.replace(again, name=saved.name)
+
+
 def _short(binding: str, value: str) -> str:
     """A directory-safe `name=value` from the binding's last part."""
     name = binding.rsplit(".", 1)[-1].lstrip("-")

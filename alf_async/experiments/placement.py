@@ -113,6 +113,7 @@ class LocalPlacement:
 
     name = "local"
     retries = 0  # a run here is never lost to its node
+    nodes = 1  # the nodes runs may land on: this host
 
     def capacity(self, parallel: int) -> int:
         """How many runs go at once: `parallel`."""
@@ -123,9 +124,15 @@ class LocalPlacement:
         """Each run's `--tf_threads`: its share of this host's cores."""
         return max(1, (os.cpu_count() or 1) // parallel)
 
-    def start(self, name: str, command: List[str], root_dir: str) -> LocalProcess:
-        """Starts `command` (output appended to `root_dir/train.log`); `name` is unused."""
+    def start(self, name: str, command: List[str], root_dir: str,
+              relay: bool = False) -> LocalProcess:
+        """Starts `command`, its output appended to `root_dir/train.log` (`relay`: to this
+        process's output instead); `name` is unused."""
         del name
+        if relay:
+            return LocalProcess(subprocess.Popen(command, start_new_session=True,
+                                                 stdin=subprocess.DEVNULL,
+                                                 preexec_fn=_die_with_parent))
         return LocalProcess(start_training(command, root_dir))
 
     def forget(self, process) -> None:
@@ -157,6 +164,8 @@ class RayPlacement:
         self._hosts: Dict[int, object] = {}  # id(process): its host
         try:
             self.room = self._session.check_room(f"--{unit}_resources", resources, 1)
+            self.nodes = sum(bool(self._session.room_on(node, resources))
+                             for node in self._session.nodes())
             self._check_out(out_dir)
         except ValueError:
             self.close()
@@ -185,14 +194,15 @@ class RayPlacement:
         del parallel
         return max(1, int(self._resources.get("CPU", 1)))
 
-    def start(self, name: str, command: List[str], root_dir: str):
-        """Starts `command` on a new host (output appended to `root_dir/train.log`)."""
+    def start(self, name: str, command: List[str], root_dir: str, relay: bool = False):
+        """Starts `command` on a new host, its output appended to `root_dir/train.log`
+        (`relay`: to this process's stderr instead, as it comes)."""
         from alf_async.supervision.ray_backend import RayProcess  # pylint: disable=import-outside-toplevel
         options = self._session.host_options(self._resources, max_restarts=0)
         host = self._host_class.options(**options, scheduling_strategy="SPREAD").remote()
-        log_path = os.path.join(root_dir, LOG_FILE)
+        log_path = None if relay else os.path.join(root_dir, LOG_FILE)
         started = host.start.remote(command, log_path, os.getcwd(), None, 0)
-        process = RayProcess(self._ray, name, host, started, relay=False, who=self._command,
+        process = RayProcess(self._ray, name, host, started, relay=relay, who=self._command,
                              on_node=lambda _, address: _note_node(root_dir, address),
                              on_lost=lambda *_: None)
         self._hosts[id(process)] = host

@@ -12,6 +12,7 @@ them to Optuna and stops the run (SIGTERM, checkpoint saved) if the pruner
 says so.
 """
 
+import dataclasses
 import os
 import time
 from typing import Callable, Dict, List, Optional
@@ -20,7 +21,7 @@ import numpy as np
 import optuna
 import yaml
 
-from alf_async.experiments import launcher
+from alf_async.experiments import cells, launcher
 from alf_async.experiments.curves import Curve, load_curve
 from alf_async.experiments.placement import LOG_FILE, LocalPlacement, stop_runs
 from alf_async.tracking.settings import TrackerSettings
@@ -189,6 +190,8 @@ class TrialRunner:
         trial.set_user_attr("root_dir", root_dir)
         bindings = [*self._bindings, *suggest(trial, self._space)]
         self._check_stop(trial, None)
+        cell = cells.make_cells(self._gin_files, bindings, [], self._target)[0]
+        dataclasses.replace(cell, name=f"trial_{trial.number}").save(root_dir)
         study = trial.study.study_name
         proc = LocalPlacement().start(trial.number, launcher.train_command(
             root_dir, self._gin_files, bindings, self._tf_threads)

@@ -43,6 +43,7 @@ class SearchSettings:
     prune_after: int = 50_000
     heartbeat_secs: int = 30  # a running trial's worker beats this often
     grace_secs: int = 120  # a trial without a beat for this long is failed and retried
+    summary: bool = True  # the study's counts and best trial printed at the end
 
 
 class RetryStaleTrial:
@@ -109,7 +110,8 @@ def _describe(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
           f"| {finished} finished", flush=True)
 
 
-def _print_best(study: optuna.Study, settings: SearchSettings) -> None:
+def print_best(study: optuna.Study, settings: SearchSettings) -> None:
+    """The study's counts, its best trial's settings and how to re-run it."""
     counts = {s.name.lower(): len(study.get_trials(deepcopy=False, states=(s,)))
               for s in (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)}
     print(f"study {settings.name!r}: " + ", ".join(f"{n} {k}" for k, n in counts.items()))
@@ -120,6 +122,8 @@ def _print_best(study: optuna.Study, settings: SearchSettings) -> None:
     print(f"best trial {best.number}: {settings.objective} {best.value:.6g} "
           f"({best.user_attrs.get('root_dir')})")
     print("  " + " ".join(bindings_of(best)))
+    print(f"re-run it: python -m alf_async.experiment run --cell="
+          f"{best.user_attrs.get('root_dir')} --seeds=1-5 --out=runs/best")
     print(f"optuna-dashboard {settings.storage}")
 
 
@@ -149,11 +153,14 @@ def run_search(settings: SearchSettings) -> int:
             try:
                 study.optimize(runner, n_trials=left, n_jobs=settings.parallel,
                                catch=(search.TrialFailed,), callbacks=[
-                                   optuna.study.MaxTrialsCallback(settings.trials, FINISHED),
+                                   # running ones count: other workers finish them
+                                   optuna.study.MaxTrialsCallback(
+                                       settings.trials, (*FINISHED, TrialState.RUNNING)),
                                    on_end])
             except search.Interrupted:
                 print(f"stopped by {interrupt.signum}; run the same command again to resume",
                       flush=True)
                 return 128 + interrupt.signum
-    _print_best(study, settings)
+    if settings.summary:
+        print_best(study, settings)
     return 1 if failed else 0

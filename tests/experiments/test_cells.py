@@ -1,3 +1,4 @@
+import dataclasses
 import json
 
 import pytest
@@ -70,3 +71,18 @@ def test_a_chaos_grid_over_a_runner_flag_makes_a_fault_free_and_a_chaos_cell(tmp
     assert cells.load_cell(str(tmp_path / "c")) == made[1]  # the runner too
     with pytest.raises(ValueError, match="--runner must be one of train, chaos, got 'x'"):
         cells.make_cells(["a.gin"], [], [], runner="x")
+
+
+def test_a_saved_cell_runs_again_with_more_bindings_unless_its_gin_file_changed(tmp_path):
+    gin = tmp_path / "c.gin"
+    gin.write_text("a.b = 1\n")
+    cell = cells.make_cells([str(gin)], ["x.y=2"], [], target=5.0)[0]
+    dataclasses.replace(cell, name="trial_3").save(str(tmp_path / "trial_3"))
+    again = cells.cell_again(str(tmp_path / "trial_3" / "cell.json"), ["train.seed=4"])
+    assert again.name == "trial_3" and again.target == 5.0
+    assert again.bindings == ("x.y=2", "train.seed=4") and again.gin_files == (str(gin),)
+    gin.write_text("a.b = 2\n")
+    with pytest.raises(ValueError, match=r"c.gin changed since the cell was made"):
+        cells.cell_again(str(tmp_path / "trial_3"))
+    with pytest.raises(ValueError, match="no cell.json there"):
+        cells.cell_again(str(tmp_path))

@@ -11,7 +11,6 @@ import signal
 import subprocess
 import sys
 import time
-import types
 
 import pytest
 
