@@ -67,3 +67,60 @@ def test_a_small_population_exploits_and_every_member_trains_with_what_it_was_gi
     assert replay.returncode == 0, replay.stderr[-3000:]
     with open(root / f"replay_{copied['member']}" / "result.json") as f:
         assert json.load(f)["env_steps"] == 8192
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_members_on_a_cluster_one_node_lost_mid_interval_resume_and_pass_their_checks(
+        tmp_path):
+    """2 members on simulated nodes (one each); the node of one is removed mid-interval:
+    it resumes on the replacement node from its own checkpoint, one line says so, and
+    every check of what it trains with still holds."""
+    import time  # pylint: disable=import-outside-toplevel
+    pytest.importorskip("ray")
+    from alf_async.experiments import placement  # pylint: disable=import-outside-toplevel
+    from alf_async.supervision.ray_cluster import SimulatedCluster  # pylint: disable=import-outside-toplevel
+    previous = os.environ.get("RAY_TMPDIR")
+    cluster = SimulatedCluster(actors=2, actor_nodes=2)
+    root, proc = tmp_path / "pbt", None
+    lost_ip = cluster.actor_nodes[0].node_ip_address
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "alf_async.pbt", "--gin_file=gin_configs/ppo_async.gin",
+             f"--root_dir={root}", "--population=2", "--interval_env_steps=30720",
+             "--generations=2", "--quantile=0.5", "--seed=3", LR,
+             "--gin_param=create_environment.num_parallel_environments=16",
+             "--gin_param=AsyncOffPolicyDriver.unroll_length=16",
+             "--gin_param=train.checkpoint_interval=2", "--backend=ray",
+             f"--address={cluster.address}", '--member_resources={"actor": 1}'],
+            cwd=ROOT, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        dirs = [root / f"member_{i}" for i in (0, 1)]
+        deadline = time.time() + 240
+        while True:
+            victims = [d for d in dirs if placement.nodes_of(str(d)) == [lost_ip]]
+            if victims and (victims[0] / "checkpoints").is_dir() and any(
+                    n.endswith(".index") for n in os.listdir(victims[0] / "checkpoints")):
+                break
+            assert proc.poll() is None and time.time() < deadline, "no member checkpoint"
+            time.sleep(0.5)
+        assert not (victims[0] / "result.json").exists()  # mid-interval
+        cluster.replace_actor_node(0)
+        output, _ = proc.communicate(timeout=500)
+    finally:
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)
+        cluster.shutdown()
+        if previous is None:
+            os.environ.pop("RAY_TMPDIR", None)
+        else:
+            os.environ["RAY_TMPDIR"] = previous
+    assert proc.returncode == 0, output[-4000:]
+    victim = int(victims[0].name.split("_")[1])
+    assert output.count(f"member {victim}'s node {lost_ip} was lost") == 1, output[-4000:]
+    assert "(retry 1 of 3)" in output
+    assert len(lineage.read(str(root))) == 4
+    nodes = placement.nodes_of(str(victims[0]))
+    assert len(nodes) == 3 and nodes[1] != lost_ip  # generation 1 twice, then generation 2
+    starts = [e for e in events.read_events(str(victims[0])) if e["event"] == "trains_with"]
+    assert len(starts) == 3 and starts[1]["env_steps"] > 0  # resumed its own checkpoint

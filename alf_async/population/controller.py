@@ -114,13 +114,23 @@ def _load_state(settings: PbtSettings, rng: random.Random) -> tuple:
     return state["generation"], loaded
 
 
-def verify(member: Member, reported: Optional[dict]) -> None:
-    """Raises `MutationNotApplied` unless the member's report after its restore shows
-    the settings it was asked to train with and the weights it should have restored."""
-    if reported is None:
+def verify(member: Member, reports: List[dict]) -> None:
+    """Raises `MutationNotApplied` unless the member's reports after each restore of
+    its interval (`members.reports_since`) show the settings it was asked to train
+    with, and the first the weights it should have restored."""
+    if not reports:
         raise MutationNotApplied(f"member {member.index}: its run reported no settings "
                                  f"(no trains_with event in {member.root_dir}/events)")
-    live = reported["settings"]
+    for reported in reports:
+        _verify_settings(member, reported["settings"])
+    if member.weights is not None and reports[0]["weights"] != member.weights:
+        source = member.index if member.parent is None else member.parent
+        raise MutationNotApplied(
+            f"member {member.index}: restored weights {reports[0]['weights'][:12]} are not "
+            f"member {source}'s checkpoint's ({member.weights[:12]})")
+
+
+def _verify_settings(member: Member, live: Dict[str, float]) -> None:
     for setting, asked in sorted(member.settings.items()):
         if setting not in live:
             raise MutationNotApplied(
@@ -129,11 +139,6 @@ def verify(member: Member, reported: Optional[dict]) -> None:
         if not math.isclose(live[setting], asked, rel_tol=1e-6):  # float32 in the run
             raise MutationNotApplied(f"member {member.index}: {setting} asked {asked:.6g}, "
                                      f"live {live[setting]:.6g}")
-    if member.weights is not None and reported["weights"] != member.weights:
-        source = member.index if member.parent is None else member.parent
-        raise MutationNotApplied(
-            f"member {member.index}: restored weights {reported['weights'][:12]} are not "
-            f"member {source}'s checkpoint's ({member.weights[:12]})")
 
 
 def _train(settings: PbtSettings, members: List[Member], generation: int,
@@ -168,7 +173,7 @@ def _ready(settings: PbtSettings, members: List[Member], generation: int) -> Dic
     scores = {}
     recorded = {(r["member"], r["generation"]) for r in lineage.read(settings.root_dir)}
     for member in members:
-        verify(member, members_lib.last_report(member.root_dir))
+        verify(member, members_lib.reports_since(member.root_dir, member.start_env_steps))
         scores[member.index] = found = members_lib.score(member.root_dir)
         events.emit("member_ready", member=member.index, generation=generation,
                     env_steps=found["env_steps"], score=found["score"])
@@ -179,7 +184,7 @@ def _ready(settings: PbtSettings, members: List[Member], generation: int) -> Dic
             parent=member.index if member.parent is None else member.parent,
             settings=member.settings, score=scores[member.index]["score"],
             env_steps=scores[member.index]["env_steps"],
-            weights=members_lib.saved_weights(member.root_dir)))
+            weights=members_lib.last_saved(member.root_dir)["weights"]))
     return scores
 
 
@@ -187,7 +192,7 @@ def _exploit_and_explore(settings: PbtSettings, members: List[Member],
                          scores: Dict[int, dict], rng: random.Random, generation: int) -> None:
     """The next generation's members: the bottom copies the top and explores."""
     for member in members:
-        member.parent, member.weights = None, members_lib.saved_weights(member.root_dir)
+        _continue(member, None, members_lib.last_saved(member.root_dir))
     if not settings.exploit:
         return
     ready = {}
@@ -199,7 +204,7 @@ def _exploit_and_explore(settings: PbtSettings, members: List[Member],
                                            settings.quantile, rng, ready):
         member, top = members[index], members[source]
         exploit_lib.copy_checkpoint(top.root_dir, member.root_dir)
-        member.parent, member.weights = source, members_lib.saved_weights(top.root_dir)
+        _continue(member, source, members_lib.last_saved(top.root_dir))
         member.settings = {m.setting: m.explore(top.settings[m.setting], rng, settings.factors,
                                                 settings.resample_probability)
                            for m in settings.mutations}
@@ -208,6 +213,12 @@ def _exploit_and_explore(settings: PbtSettings, members: List[Member],
         logging.info("pbt: member %d copies member %d (score %.1f < %.1f), explores to %s",
                      index, source, scores[index]["score"] or float("nan"),
                      scores[source]["score"] or float("nan"), _describe(member.settings))
+
+
+def _continue(member: Member, parent: Optional[int], saved: dict) -> None:
+    """Notes the checkpoint (a `weights_saved` event) the member's next start restores."""
+    member.parent, member.weights = parent, saved["weights"]
+    member.start_env_steps = saved["env_steps"]
 
 
 def _describe(values: Dict[str, float]) -> str:

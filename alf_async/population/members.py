@@ -37,12 +37,14 @@ class Member:
         parent: the member whose checkpoint it continues next (None: its own).
         weights: the digest of the weights its next start must restore (the
             checkpoint it continues; None: not known yet, before the first).
+        start_env_steps: the env steps of that checkpoint (0: none).
     """
     index: int
     root_dir: str
     settings: Dict[str, float]
     parent: Optional[int] = None
     weights: Optional[str] = None
+    start_env_steps: int = 0
 
     def command(self, gin_files: Sequence[str], gin_params: Sequence[str],
                 mutations: Sequence[Mutation], env_steps: int, seed: int,
@@ -102,18 +104,20 @@ def score(root_dir: str) -> Optional[dict]:
                 iteration=result["iteration"])
 
 
-def last_report(root_dir: str) -> Optional[dict]:
-    """The run's latest `trains_with` event (one per start, after its restore): the
-    settings it trains with and the digest of the weights it restored, read from the
-    live run; None before its first start."""
-    found = [e for e in events.read_events(root_dir) if e["event"] == "trains_with"]
-    return found[-1] if found else None
+def reports_since(root_dir: str, env_steps: int) -> List[dict]:
+    """The run's `trains_with` events (one per start, after its restore: the settings it
+    trains with and the digest of the weights it restored, read from the live run)
+    of the starts that restored a checkpoint at or past `env_steps`, oldest first:
+    an interval's first start, then its restarts (a lost node, a Ctrl-C)."""
+    return [e for e in events.read_events(root_dir)
+            if e["event"] == "trains_with" and e["env_steps"] >= env_steps]
 
 
-def saved_weights(root_dir: str) -> Optional[str]:
-    """The digest of the weights the run saved last (`weights_saved`), or None."""
+def last_saved(root_dir: str) -> Optional[dict]:
+    """The run's latest `weights_saved` event (the digest of the weights it saved at its
+    end, `weights`, and its `env_steps`), or None."""
     found = [e for e in events.read_events(root_dir) if e["event"] == "weights_saved"]
-    return found[-1]["weights"] if found else None
+    return found[-1] if found else None
 
 
 def failed(codes: Dict[int, int]) -> List[int]:

@@ -22,7 +22,7 @@ MUTATIONS = parse_mutations(["alf_async.Learner.learning_rate:log_uniform(1e-4,1
                              "PPOAlgorithm.clip_ratio:uniform(0.1,0.3)"])
 
 
-def _fake_run(root, command, stale_settings=None, stale_weights=False):
+def _fake_run(root, command, stale_settings=None, stale_weights=False, restarted=False):
     """One member's interval: restore, report, train, save, result."""
     params = dict(re.fullmatch(r"--gin_param=([^=]+)=(.*)", arg).groups()
                   for arg in command if arg.startswith("--gin_param="))
@@ -38,6 +38,9 @@ def _fake_run(root, command, stale_settings=None, stale_weights=False):
     live = dict(settings, **(stale_settings or {}))
     log.emit("trains_with", iteration=budget // K - 1, env_steps=budget - K, settings=live,
              weights="stale" if stale_weights and saved else restored)
+    if restarted:  # stopped mid-interval and started again: its own newer checkpoint
+        log.emit("trains_with", iteration=budget // K - 1, env_steps=budget - K // 2,
+                 settings=live, weights=f"{restored}-halfway")
     weights = f"{restored}>{settings['learning_rate']:.6g}"
     with open(os.path.join(folder, f"ckpt-{budget // K}.index"), "w") as out:
         out.write(weights)
@@ -141,7 +144,27 @@ def test_verify_names_a_setting_the_run_cannot_change():
     member = members_lib.Member(3, "/nowhere", {"discount": 0.9})
     with pytest.raises(controller.MutationNotApplied, match="member 3: its run cannot change "
                                                             "discount"):
-        controller.verify(member, dict(settings={"learning_rate": 1e-3}, weights="w"))
+        controller.verify(member, [dict(settings={"learning_rate": 1e-3}, weights="w")])
     with pytest.raises(controller.MutationNotApplied, match="reported no settings"):
-        controller.verify(member, None)
-    controller.verify(member, dict(settings={"discount": 0.8999999761581421}, weights="w"))
+        controller.verify(member, [])
+    controller.verify(member, [dict(settings={"discount": 0.8999999761581421}, weights="w")])
+
+
+def test_a_restart_within_an_interval_is_checked_too_against_its_first_restore():
+    """A member started again mid-interval (its node lost, a Ctrl-C) restores its own
+    newer checkpoint: its weights differ from the interval's start, its settings may not."""
+    member = members_lib.Member(1, "/nowhere", {"discount": 0.9}, weights="start")
+    first = dict(settings={"discount": 0.9}, weights="start")
+    again = dict(settings={"discount": 0.9}, weights="mid-interval")
+    controller.verify(member, [first, again])
+    with pytest.raises(controller.MutationNotApplied, match="restored weights mid-interval"):
+        controller.verify(member, [again])
+    with pytest.raises(controller.MutationNotApplied, match="discount asked 0.9, live 0.99"):
+        controller.verify(member, [first, dict(again, settings={"discount": 0.99})])
+
+
+def test_members_started_again_mid_interval_pass_the_check_of_their_first_restore(
+        tmp_path, monkeypatch):
+    _fake_members(monkeypatch, restarted=True)
+    assert controller.run(_settings(tmp_path)) == 0
+    assert len(lineage.read(str(tmp_path))) == 4 * 3
