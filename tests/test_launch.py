@@ -339,6 +339,44 @@ def test_a_launch_with_two_learner_workers_trains_them_in_step_to_the_end(tmp_pa
     assert len(os.listdir(root / "train")) == 1  # one event file: the chief's
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_a_learner_worker_killed_restarts_both_workers_from_the_chiefs_checkpoint(tmp_path):
+    """--learner_workers=2, worker 1 SIGKILLed after the chief's first checkpoint: the
+    chief (waiting in its all-reduce) goes too, both start again from the chief's
+    checkpoint, one console line, and both end in step at the budget."""
+    root = tmp_path / "run"
+    proc = _launch(tmp_path, f"--root_dir={root}", f"--gin_file={GIN}", "--actors=2",
+                   "--learner_workers=2", "--warm_spares=false",
+                   "--gin_param=train.num_iterations=30", "--gin_param=train.num_env_steps=None",
+                   "--gin_param=train.stop_at_return=None",
+                   "--gin_param=train.checkpoint_interval=3")
+    try:
+        deadline = time.monotonic() + 300
+        while not os.path.exists(root / "checkpoints" / "checkpoint"):
+            assert time.monotonic() < deadline and proc.poll() is None, \
+                open(tmp_path / "launch.log").read()[-3000:]
+            time.sleep(0.2)
+        [worker] = [pid for pid in _descendants(proc.pid) if _is_learner(pid) and
+                    '"index": 1' in open(f"/proc/{pid}/cmdline").read()]
+        os.kill(worker, signal.SIGKILL)
+        assert proc.wait(timeout=500) == 0, open(tmp_path / "launch.log").read()[-3000:]
+    finally:
+        _kill(proc, set())
+    chief = open(tmp_path / "launch.log").read()
+    assert chief.count("launch: learner 1 exited with signal SIGKILL; restarting all 2 "
+                       "learner workers together from the chief's checkpoint") == 1
+    assert chief.count("restarting all") == 1  # the chief's own end is the gang's
+    resumed = re.findall(r"Resumed from .*ckpt-(\d+) at iteration (\d+)", chief)
+    other = open(root / "logs" / "learner_1.log").read()
+    assert len(resumed) == 1 and resumed == re.findall(
+        r"Resumed from .*ckpt-(\d+) at iteration (\d+)", other)  # the chief's, both
+    done = [re.search(r"Training done: \{'iteration': (\d+), 'env_steps': (\d+)", log).groups()
+            for log in (chief, other)]
+    assert done[0] == done[1] and done[0][0] == "30", done  # no iteration counted twice
+    assert json.load(open(root / "result.json"))["iteration"] == 30
+
+
 def test_a_launch_without_reverb_names_the_extra_before_starting_anything(tmp_path):
     """Its children serve and read unrolls through Reverb ([replay]): checked first,
     one line, exit 2, no learner or spare started, no root_dir left."""

@@ -35,6 +35,10 @@ class ChildSpec:
             (None: a restart starts `argv` cold).
         spares: how many such spares to keep ready: more than one covers
             faults that come sooner than a spare gets ready.
+        gang: children of one gang restart together: one that exits (not its
+            own end) has the others SIGKILLed, and all start again (a
+            multi-worker learner: its workers' all-reduce group takes no new
+            member; every worker resumes from the chief's checkpoint).
     """
     name: str
     argv: Sequence[str]
@@ -43,6 +47,7 @@ class ChildSpec:
     spare_argv: Optional[Sequence[str]] = None
     finishes: bool = False
     spares: int = 1
+    gang: Optional[str] = None
 
 
 @runtime_checkable

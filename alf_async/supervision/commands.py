@@ -114,12 +114,14 @@ def _worker_spec(root_dir: str, gin_files: Sequence[str], gin_params: Sequence[s
             {"cluster": {"worker": cluster}, "task": {"type": "worker", "index": index}}))
         gin_params = [*gin_params, "create_strategy.kind='multi_worker'"]
     spare = "normal" if warm_spares else None
+    gang = "learner" if len(workers) > 1 else None  # one all-reduce group: restart together
     if not index:
         return _module_spec("learner", "alf_async.train", [
-            *args, *chief_flags, *_gin_args(gin_files, gin_params)], spare, primary=True)
+            *args, *chief_flags, *_gin_args(gin_files, gin_params)], spare, primary=True,
+            gang=gang)
     return _module_spec(f"learner {index}", "alf_async.train",
                         args + _gin_args(gin_files, gin_params), spare, finishes=True,
-                        log_path=os.path.join(logs, f"learner_{index}.log"))
+                        log_path=os.path.join(logs, f"learner_{index}.log"), gang=gang)
 
 
 def log_dir(root_dir: str) -> str:

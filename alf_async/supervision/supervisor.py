@@ -216,8 +216,34 @@ class Supervisor:
                           child.restarts, self._policy.max_restarts, self._policy.window_secs)
             self._stop_all()
             return 1
+        if child.spec.gang:
+            return self._restart_gang(child, returncode, delay, now)
         logging.warning("launch: %s exited with %s; restart %d in %.1f s", child.spec.name,
                         describe_status(returncode), child.restarts, delay)
+        events.emit("restarted", child=child.spec.name, reason=describe_status(returncode),
+                    restart=child.restarts, delay_secs=delay)
+        return None
+
+    def _restart_gang(self, child: Child, returncode: int, delay: float,
+                      now: float) -> Optional[int]:
+        """`child` exited: the rest of its gang is SIGKILLed (and reaped: their ports
+        free again) and all start again together, after `delay`; one line says so."""
+        gang = [c for c in self.children if c.spec.gang == child.spec.gang and c is not child
+                and not c.finished and c.restart_at is None]
+        for other in gang:
+            other.signal_group(signal.SIGKILL)
+            if other.process is not None:
+                other.process.wait(timeout=10)
+            if other.schedule_restart(now, -signal.SIGKILL) is None:
+                logging.error("launch: %s is over its restart budget; stopping",
+                              other.spec.name)
+                self._stop_all()
+                return 1
+            other.restart_at = child.restart_at
+        logging.warning("launch: %s exited with %s; restarting all %d %s workers together "
+                        "from the chief's checkpoint (restart %d in %.1f s)", child.spec.name,
+                        describe_status(returncode), len(gang) + 1, child.spec.gang,
+                        child.restarts, delay)
         events.emit("restarted", child=child.spec.name, reason=describe_status(returncode),
                     restart=child.restarts, delay_secs=delay)
         return None

@@ -242,6 +242,42 @@ def test_two_learner_workers_placed_by_ray_train_in_step_each_with_its_actor(
     assert not _commands(_table(), root)
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(420)
+def test_a_learner_worker_killed_on_ray_restarts_both_from_the_chiefs_checkpoint(
+        tmp_path, cluster):
+    """Worker 1 of a Ray-placed learner SIGKILLed: its gang (the chief) is killed too,
+    both start again on their hosts from the chief's checkpoint, one line, in step."""
+    root, log = tmp_path / "run", tmp_path / "launch.log"
+    proc = _launch(tmp_path, cluster, f"--root_dir={root}", f"--gin_file={GIN}", "--actors=2",
+                   "--learner_workers=2", '--learner_resources={"learner": 0.5}',
+                   "--warm_spares=false", "--gin_param=train.num_iterations=30",
+                   "--gin_param=train.num_env_steps=None", "--gin_param=train.stop_at_return=None",
+                   "--gin_param=train.checkpoint_interval=3")
+    try:
+        deadline = time.time() + 300
+        while not (root / "checkpoints" / "checkpoint").exists():
+            assert proc.poll() is None and time.time() < deadline, open(log).read()[-3000:]
+            time.sleep(0.2)
+        table = _table()
+        [worker] = [pid for pid in _commands(table, root)
+                    if "alf_async.train" in table[pid][2] and '"index": 1' in table[pid][2]]
+        os.kill(worker, signal.SIGKILL)
+        assert proc.wait(timeout=300) == 0, open(log).read()[-3000:]
+    finally:
+        _stop(proc, root)
+    chief, other = open(log).read(), open(root / "logs" / "learner_1.log").read()
+    assert chief.count("launch: learner 1 exited with signal SIGKILL; restarting all 2 "
+                       "learner workers together") == 1
+    resumed = re.findall(r"Resumed from .*ckpt-(\d+) at iteration (\d+)", chief)
+    assert len(resumed) == 1 and resumed == re.findall(
+        r"Resumed from .*ckpt-(\d+) at iteration (\d+)", other)
+    done = [re.search(r"Training done: \{'iteration': (\d+), 'env_steps': (\d+)", text).groups()
+            for text in (chief, other)]
+    assert done[0] == done[1] and done[0][0] == "30", done
+    assert not _commands(_table(), root)
+
+
 def test_an_actors_server_follows_its_learner_worker_to_a_new_address():
     addresses = LearnerAddresses()
     addresses.placed("learner", "10.0.0.1", 8000)

@@ -20,9 +20,9 @@ QUICK = RestartPolicy(max_restarts=2, window_secs=60.0, backoff_secs=0.05,
                       max_backoff_secs=0.2)
 
 
-def _spec(name, ledger, mode, arg="0", primary=False, finishes=False):
+def _spec(name, ledger, mode, arg="0", primary=False, finishes=False, gang=None):
     return ChildSpec(name, [sys.executable, FAKE, str(ledger), mode, arg], primary=primary,
-                     finishes=finishes)
+                     finishes=finishes, gang=gang)
 
 
 def _lines(ledger, word):
@@ -101,6 +101,37 @@ def test_a_child_that_finishes_is_done_at_its_exit_0_and_the_others_go_on(tmp_pa
                           _spec("learner 1", worker, "exit", "1", finishes=True)], QUICK)
     assert failing.run(lambda: None) == 1  # restarted until its budget
     assert len(_lines(worker, "start")) == 1 + 1 + QUICK.max_restarts
+
+
+def test_a_gang_member_killed_restarts_the_whole_gang_together_one_line_each(
+        tmp_path, caplog):
+    """A multi-worker learner's worker killed: the chief (which would wait in its
+    all-reduce) is SIGKILLed too, both start again, one line; the actor goes on."""
+    caplog.set_level("INFO", logger="absl")
+    chief, worker, actor = tmp_path / "chief", tmp_path / "worker", tmp_path / "actor"
+    killed, give_up = [], time.monotonic() + 20
+
+    def kill_the_worker_once():
+        if len(_lines(worker, "start")) == 1 and _lines(chief, "start") and not killed:
+            os.kill(_lines(worker, "start")[0], signal.SIGKILL)
+            killed.append(True)
+        return (len(_lines(chief, "start")) >= 2 and len(_lines(worker, "start")) >= 2
+                or time.monotonic() > give_up)
+
+    status = Supervisor([_spec("learner", chief, "serve", primary=True, gang="learner"),
+                         _spec("learner 1", worker, "serve", finishes=True, gang="learner"),
+                         _spec("actor 0", actor, "serve")],
+                        QUICK).run(_stop_after(kill_the_worker_once))
+    assert status == 128 + signal.SIGTERM
+    first_chief = _lines(chief, "start")[0]
+    assert len(_lines(chief, "start")) == 2 and len(_lines(worker, "start")) == 2
+    assert first_chief not in _lines(chief, "term")  # SIGKILLed with its gang, not stopped
+    assert not _alive(first_chief)
+    assert len(_lines(actor, "start")) == 1  # not in the gang: it went on
+    assert caplog.text.count("restarting all 2 learner workers together from the chief's "
+                             "checkpoint (restart 1 in") == 1
+    assert "launch: learner 1 exited with signal SIGKILL; restarting all" in caplog.text
+    assert "launch: learner exited" not in caplog.text  # its kill is the gang's, no 2nd line
 
 
 def test_a_bad_setting_exit_status_2_is_not_restarted(tmp_path, caplog):
