@@ -246,35 +246,59 @@ def _ray_temp_folders():
             and not n.startswith("alf_ray_cluster_")}
 
 
+def _many_runs_command(command, out):
+    """`command` (experiment, tune or pbt) on a Ray of its own, with a long budget."""
+    if command == "experiment":
+        return [arg for arg in _experiment(out, None, 100_000, seeds="1-2")
+                if not arg.startswith(("--address", "--seed_resources"))]
+    gin = ["--gin_file=gin_configs/ppo_async.gin",
+           *[f"--gin_param={p}" for p in TINY if "num_env_steps" not in p]]
+    if command == "tune":
+        space = out / "space.yaml"
+        os.makedirs(out)
+        space.write_text("alf_async.Learner.learning_rate: {low: 1.0e-4, high: 1.0e-2}\n")
+        return [sys.executable, "-m", "alf_async.tune", *gin, f"--space={space}",
+                f"--storage=sqlite:///{out / 'study.db'}", "--trials=2", "--workers=2",
+                "--backend=ray", "--gin_param=train.num_iterations=100000",
+                "--gin_param=train.num_env_steps=None"]
+    return [sys.executable, "-m", "alf_async.pbt", *gin, f"--root_dir={out}",
+            "--population=2", "--parallel=2", "--interval_env_steps=10000000",
+            "--mutate=alf_async.Learner.learning_rate:log_uniform(1e-4,1e-2)", "--backend=ray"]
+
+
 @pytest.mark.slow
-def test_ctrl_c_on_an_experiment_on_a_ray_of_its_own_checkpoints_each_seed_and_leaves_nothing(
-        tmp_path):
+@pytest.mark.parametrize("command,signum", [("experiment", signal.SIGINT),
+                                            ("experiment", signal.SIGKILL),
+                                            ("tune", signal.SIGINT), ("pbt", signal.SIGINT)])
+def test_a_many_runs_command_on_a_ray_of_its_own_leaves_nothing_5_s_after_its_end(
+        tmp_path, command, signum):
+    """Stopped once 2 of its runs have a checkpoint: a Ctrl-C stops each run with a
+    checkpoint and exits 130; after it or a SIGKILL, no process of it or of its Ray,
+    and no Ray temp folder, is left 5 s later."""
     pytest.importorskip("ray")
     from alf_async.supervision.ray_reaper import descendants, start_time
-    out, before, seen = tmp_path / "exp", _ray_temp_folders(), {}
-    command = [arg for arg in _experiment(out, None, 100_000, seeds="1-2")
-               if not arg.startswith(("--address", "--seed_resources"))]
-    proc = subprocess.Popen(command, cwd=ROOT, text=True, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT)
-    logs = [out / "ppo_async" / f"seed_{s}" / "train.log" for s in (1, 2)]
+    out, before, seen = tmp_path / "out", _ray_temp_folders(), {}
+    proc = subprocess.Popen(_many_runs_command(command, out), cwd=ROOT, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
         def checkpointed():
-            seen.update(descendants(proc.pid))  # Ray's processes and the seeds'
-            return all(_checkpointed(log.parent) for log in logs)
-        _wait(checkpointed, proc, 180, "a checkpoint of each seed")
-        proc.send_signal(signal.SIGINT)
-        output, _ = proc.communicate(timeout=150)
+            seen.update(descendants(proc.pid))  # Ray's processes and the runs'
+            return len([d for d in out.glob("**/checkpoints") if _checkpointed(d.parent)]) >= 2
+        _wait(checkpointed, proc, 240, "2 runs' checkpoints")
+        proc.send_signal(signum)
+        output, _ = proc.communicate(timeout=200)
         end = time.monotonic()
         alive = lambda: [pid for pid, started in seen.items() if start_time(pid) == started]
         while (alive() or _ray_temp_folders() - before) and time.monotonic() - end < 5:
             time.sleep(0.1)
-        assert not alive(), f"outlived the experiment by 5 s: {alive()}"
+        assert not alive(), f"outlived {command} by 5 s: {alive()}"
         assert not _ray_temp_folders() - before
     finally:
         _stop(proc)
-    assert proc.returncode == 128 + signal.SIGINT, output
-    assert "stopped 2 running seeds (checkpoints saved)" in output
+    if signum == signal.SIGKILL:
+        return
+    assert proc.returncode == 128 + signal.SIGINT, output[-3000:]
+    logs = [d.parent / "train.log" for d in out.glob("**/checkpoints")]
     for log in logs:
         text = log.read_text()
-        assert "Interrupted by SIGTERM" in text
-        assert text.rindex("checkpoint saved") > text.index("Interrupted by SIGTERM")
+        assert text.rindex("checkpoint saved") > text.index("Interrupted by SIGTERM"), log
