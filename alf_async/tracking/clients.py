@@ -63,6 +63,9 @@ class MlflowTracker:
         self._client = tracking.MlflowClient(settings.uri)
         self._settings = settings
         self.run_id: Optional[str] = None
+        # A send that failed may have been stored all the same (a reply lost or
+        # timed out, some batches through): the next send skips what is there.
+        self._unsure = False
 
     def _experiment(self) -> str:
         found = self._client.get_experiment_by_name(self._settings.project)
@@ -107,11 +110,24 @@ class MlflowTracker:
             self._client.log_batch(self.run_id, params=fresh[start:start + 100])
 
     def log_points(self, points: Sequence[Point]) -> None:
+        if self._unsure:
+            points = self._not_stored(points)
         now = int(time.time() * 1000)
         metrics = [self._entities.Metric(tag, float(value), now, int(step))
                    for tag, step, value in points]
+        self._unsure = True
         for start in range(0, len(metrics), 1000):
             self._client.log_batch(self.run_id, metrics=metrics[start:start + 1000])
+        self._unsure = False
+
+    def _not_stored(self, points: Sequence[Point]) -> List[Point]:
+        """`points` less those the run holds already (same tag, step and value)."""
+        stored = set()
+        for tag in {point.tag for point in points}:
+            stored.update((tag, metric.step, metric.value)
+                          for metric in self._client.get_metric_history(self.run_id, tag))
+        return [point for point in points
+                if (point.tag, int(point.env_steps), float(point.value)) not in stored]
 
     def log_file(self, path: str, folder: Optional[str] = None) -> None:
         if os.path.isdir(path):

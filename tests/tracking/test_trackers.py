@@ -4,12 +4,15 @@ and Weights & Biases offline (its run files read back)."""
 
 import glob
 import hashlib
+import http.server
 import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
+import urllib.error
 import urllib.request
 
 import portpicker
@@ -162,6 +165,67 @@ def test_a_tracking_server_stopped_mid_run_neither_stops_nor_loses_the_run(
     # every iteration's point, those written while the server was down included
     assert steps == [step for step, _ in _tensorboard(root, RETURN)]
     assert steps[-1] == result["env_steps"]
+
+
+class ReplyDroppingProxy(http.server.ThreadingHTTPServer):
+    """Passes requests on 127.0.0.1 to `upstream`; the first `drops` log-batch requests
+    reach the server, which stores them, but their replies are never given back
+    (as when a reply times out on a busy server)."""
+
+    def __init__(self, upstream, drops):
+        self.upstream, self.drops = upstream, drops
+        super().__init__(("127.0.0.1", 0), _ProxyHandler)
+        self.uri = f"http://127.0.0.1:{self.server_address[1]}"
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+
+
+class _ProxyHandler(http.server.BaseHTTPRequestHandler):
+    def _forward(self):
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        request = urllib.request.Request(self.server.upstream + self.path, data=body or None,
+                                         method=self.command, headers={
+                                             "Content-Type": self.headers.get(
+                                                 "Content-Type", "application/json")})
+        try:
+            with urllib.request.urlopen(request, timeout=30) as reply:
+                status, data = reply.status, reply.read()
+        except urllib.error.HTTPError as error:
+            status, data = error.code, error.read()
+        if self.path.split("?")[0].endswith("/runs/log-batch") and self.server.drops > 0:
+            self.server.drops -= 1
+            self.close_connection = True  # stored, but no reply
+            return
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    do_GET = do_POST = do_PATCH = do_DELETE = _forward
+
+    def log_message(self, *args):
+        del args
+
+
+def test_a_send_the_server_stored_but_never_answered_is_not_stored_twice(mlflow_server):
+    from mlflow.tracking import MlflowClient
+    from alf_async.tracking.clients import MlflowTracker, Point
+    from alf_async.tracking.settings import TrackerSettings
+
+    proxy = ReplyDroppingProxy(mlflow_server.uri, drops=1)
+    try:
+        tracker = MlflowTracker(TrackerSettings("mlflow", proxy.uri, name="lost_reply"))
+        run_id = tracker.open(None, {}, "")
+        first = [Point(RETURN, 2048 * i, float(i)) for i in range(1, 6)]
+        with pytest.raises(Exception):
+            tracker.log_points(first)  # stored by the server, its reply lost
+        tracker.log_points(first + [Point(RETURN, 2048 * 6, 6.0)])  # the forwarder's retry
+        tracker.log_points([Point(RETURN, 2048 * 7, 7.0)])
+    finally:
+        proxy.shutdown()
+    history = MlflowClient(mlflow_server.uri).get_metric_history(run_id, RETURN)
+    assert sorted((m.step, m.value) for m in history) == [(2048 * i, float(i))
+                                                           for i in range(1, 8)]
 
 
 def _tensorboard(root, tag):
