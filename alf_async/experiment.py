@@ -34,10 +34,12 @@ flags.DEFINE_multi_string("gin_file", [], "run: gin config file(s) every seed tr
 flags.DEFINE_multi_string("gin_param", [], "run: gin bindings every seed shares.")
 flags.DEFINE_multi_string("grid", [], "run: 'BINDING=[V1, V2, ...]': one cell per value; "
                           "several grids make their cartesian product.")
-flags.DEFINE_enum("runner", "train", ["train", "chaos"], "run: what trains each seed: "
-                  "alf_async.train, or alf_async.supervision.chaos (the supervised launch with faults "
-                  "injected; its flags as --gin_param or --grid bindings that start with "
-                  "'--', e.g. --grid='--faults=[none, all]').")
+flags.DEFINE_enum("runner", "train", ["train", "chaos", "pbt"], "run: what trains each "
+                  "seed: alf_async.train; alf_async.supervision.chaos (the supervised launch "
+                  "with faults injected); or alf_async.pbt (a population: its curve is the "
+                  "best member's score at each ready point). Their flags as --gin_param or "
+                  "--grid bindings that start with '--', e.g. --grid='--faults=[none, all]', "
+                  "--grid='--exploit=[true, false]'.")
 flags.DEFINE_string("cell", None, "run: the cell saved at this cell.json (or its folder: an "
                     "experiment's cell, a tune trial) instead of --gin_file and --grid; "
                     "--gin_param adds to its bindings.")

@@ -151,3 +151,34 @@ def test_a_mistyped_subcommand_is_one_line_with_the_nearest_and_exit_2():
     assert "--gin_file" not in typo.stderr + typo.stdout  # not the whole help
     none = experiment([], timeout=60)
     assert none.returncode == 2 and "a subcommand is needed; usage:" in none.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_a_pbt_cell_beside_its_random_search_reports_each_population_as_a_seed(tmp_path):
+    """`--runner=pbt --grid='--exploit=[true, false]'`: one population per seed and
+    cell; the report reads each as a run: its curve the best member per ready point."""
+    out = tmp_path / "exp"
+    result = experiment([
+        "run", "--runner=pbt", "--gin_file=gin_configs/ppo_async.gin", "--seeds=1",
+        f"--out={out}", "--target=30", "--grid=--exploit=[true, false]",
+        *[f"--gin_param={p}" for p in TINY if "num_env_steps" not in p],
+        "--gin_param=--population=2", "--gin_param=--interval_env_steps=2048",
+        "--gin_param=--generations=2", "--gin_param=--quantile=0.5",
+        "--gin_param=--mutate=alf_async.Learner.learning_rate:log_uniform(1e-4,1e-2)"],
+        timeout=500)
+    assert result.returncode == 0, result.stdout + result.stderr[-3000:]
+    rep = experiment(["report", str(out), f"--out={tmp_path / 'report'}"])
+    assert rep.returncode == 0, rep.stderr[-3000:]
+    summary = json.loads((tmp_path / "report" / "summary.json").read_text())
+    cells = {c["name"]: c for c in summary["experiments"][0]["cells"]}
+    assert sorted(cells) == ["exploit=false", "exploit=true"]
+    from alf_async.population import lineage  # pylint: disable=import-outside-toplevel
+    for name, cell in cells.items():
+        [seed] = cell["seeds"]
+        root = out / name / "seed_1"
+        records = lineage.read(str(root))
+        assert seed["finished"] and len(seed["curve"]["value"]) == 2
+        best = [max(r["score"] for r in records if r["generation"] == g) for g in (1, 2)]
+        assert seed["curve"]["value"] == pytest.approx(best, abs=1e-3)
+        assert any(r["parent"] != r["member"] for r in records) == (name == "exploit=true")

@@ -3,8 +3,10 @@
 A *cell* is one setting: the gin files and bindings every seed of it shares,
 and the runner that trains a seed (`train`: `python -m alf_async.train`;
 `chaos`: the same run under the supervised launch with faults injected,
-`python -m alf_async.supervision.chaos`). A grid `'alf_async.Learner.learning_rate=[1e-3,
-3e-4]'` makes one cell per value; several grids make their cartesian product.
+`python -m alf_async.supervision.chaos`; `pbt`: a population, `python -m
+alf_async.pbt`, its curve the best member's score at each ready point). A grid
+`'alf_async.Learner.learning_rate=[1e-3, 3e-4]'` makes one cell per value;
+several grids make their cartesian product.
 A binding that starts with `--` is a flag of the runner's command instead of
 a gin binding: `--grid='--faults=[none, all]'` makes a fault-free cell and a
 chaos cell.
@@ -182,7 +184,7 @@ def _short(binding: str, value: str) -> str:
     return f"{name}={value}"
 
 
-RUNNERS = ("train", "chaos")
+RUNNERS = ("train", "chaos", "pbt")
 
 
 def make_cells(gin_files: Sequence[str], bindings: Sequence[str], grids: Sequence[str],

@@ -45,18 +45,24 @@ class SeedRun:
         return os.path.exists(os.path.join(self.root_dir, done))
 
     def command(self, tf_threads: int) -> List[str]:
-        if self.cell.runner == "chaos":
-            return chaos_command(self.root_dir, self.cell.gin_files, self.cell.gin_bindings,
-                                 self.seed, self.cell.runner_flags)
+        if self.cell.runner in RUNNER_MODULES:
+            return runner_command(self.cell.runner, self.root_dir, self.cell.gin_files,
+                                  self.cell.gin_bindings, self.seed, self.cell.runner_flags)
         return train_command(self.root_dir, self.cell.gin_files,
                              [*self.cell.gin_bindings, f"train.seed={self.seed}"],
                              tf_threads) + list(self.cell.runner_flags)
 
 
-def chaos_command(root_dir: str, gin_files, bindings, seed: int, runner_flags) -> List[str]:
-    """The `python -m alf_async.supervision.chaos` command line of one chaos run (its own processes'
-    threads: TensorFlow's choice)."""
-    return [sys.executable, "-m", "alf_async.supervision.chaos", f"--root_dir={root_dir}",
+# The runners other than `train`: the module whose command trains one seed, with
+# `--root_dir`, `--gin_file`, `--gin_param`, `--seed` and the cell's runner flags.
+RUNNER_MODULES = {"chaos": "alf_async.supervision.chaos", "pbt": "alf_async.pbt"}
+
+
+def runner_command(runner: str, root_dir: str, gin_files, bindings, seed: int,
+                   runner_flags) -> List[str]:
+    """The command line of one seed of a `chaos` cell (a supervised launch with faults)
+    or a `pbt` cell (a population); their processes' threads: TensorFlow's choice."""
+    return [sys.executable, "-m", RUNNER_MODULES[runner], f"--root_dir={root_dir}",
             *[f"--gin_file={f}" for f in gin_files], *[f"--gin_param={b}" for b in bindings],
             f"--seed={seed}", *runner_flags]
 

@@ -4,7 +4,7 @@
 worker, a population member) as an ordinary command through a placement:
 
 - `LocalPlacement` (`--backend=local`): a subprocess of this host in a session
-  of its own (`launcher.start_training`).
+  of its own (`start_training`).
 - `RayPlacement` (`--backend=ray [--address=HOST:PORT]`): a `CommandHost` Ray
   actor per run (the launch's machinery, `supervision.ray_backend`), placed
   by `--<unit>_resources` and spread over the nodes, its output appended to

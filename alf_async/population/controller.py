@@ -29,6 +29,7 @@ from absl import logging
 from alf_async import events
 from alf_async.population import exploit as exploit_lib
 from alf_async.population import lineage, members as members_lib
+from alf_async.population.curve import PopulationCurve
 from alf_async.population.members import Member
 from alf_async.population.mutations import Mutation
 from alf_async.population.settings import PbtSettings, check
@@ -240,12 +241,14 @@ def run(settings: PbtSettings, should_stop: Callable[[], bool] = lambda: False,
     rng = random.Random(settings.seed)
     generation, members = _load_state(settings, rng)
     _save_state(settings, generation, members, rng)
+    curve, scores = PopulationCurve(settings.root_dir), {}
     while generation <= settings.generations:
         logging.info("pbt: generation %d of %d: %s", generation, settings.generations,
                      "; ".join(f"member {m.index}: {_describe(m.settings)}" for m in members))
         if not _train(settings, members, generation, should_stop, placement):
             return 130
         scores = _ready(settings, members, generation)
+        curve.record(scores)
         logging.info("pbt: generation %d ready: %s", generation, ", ".join(
             f"member {i} {s['score'] if s['score'] is None else round(s['score'], 1)}"
             for i, s in sorted(scores.items())))
@@ -253,4 +256,6 @@ def run(settings: PbtSettings, should_stop: Callable[[], bool] = lambda: False,
             _exploit_and_explore(settings, members, scores, rng, generation)
         generation += 1
         _save_state(settings, generation, members, rng)
+    if scores:
+        curve.finish(scores)
     return 0

@@ -69,7 +69,7 @@ def test_a_chaos_grid_over_a_runner_flag_makes_a_fault_free_and_a_chaos_cell(tmp
     assert made[1].runner_flags == ("--rounds=3", "--faults=all")
     made[1].save(str(tmp_path / "c"))
     assert cells.load_cell(str(tmp_path / "c")) == made[1]  # the runner too
-    with pytest.raises(ValueError, match="--runner must be one of train, chaos, got 'x'"):
+    with pytest.raises(ValueError, match="--runner must be one of train, chaos, pbt, got 'x'"):
         cells.make_cells(["a.gin"], [], [], runner="x")
 
 

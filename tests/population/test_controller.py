@@ -168,3 +168,23 @@ def test_members_started_again_mid_interval_pass_the_check_of_their_first_restor
     _fake_members(monkeypatch, restarted=True)
     assert controller.run(_settings(tmp_path)) == 0
     assert len(lineage.read(str(tmp_path))) == 4 * 3
+
+
+def test_the_population_is_one_run_for_the_report_its_best_member_per_ready_point(
+        tmp_path, monkeypatch):
+    from alf_async.experiments.curves import load_curve
+    _fake_members(monkeypatch)
+    assert controller.run(_settings(tmp_path)) == 0
+    records = lineage.read(str(tmp_path))
+    curve = load_curve(str(tmp_path))
+    assert list(curve["env_steps"]) == [K, 2 * K, 3 * K]
+    for generation, value in zip((1, 2, 3), curve["value"]):
+        best = max(r["score"] for r in records if r["generation"] == generation)
+        assert value == pytest.approx(best)
+    result = json.load(open(tmp_path / "result.json"))
+    last = [r for r in records if r["generation"] == 3]
+    top = max(last, key=lambda r: r["score"])
+    assert result["best_member"] == top["member"] and result["env_steps"] == 3 * K
+    assert result["average_return"] == pytest.approx(top["score"])
+    assert controller.run(_settings(tmp_path)) == 0  # done: nothing added twice
+    assert len(load_curve(str(tmp_path))["value"]) == 3
