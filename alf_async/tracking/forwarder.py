@@ -17,12 +17,13 @@ import dataclasses
 import contextlib
 import os
 import logging as std_logging
+import re
 import threading
 import time
 from typing import Callable, Deque, Dict, Iterator, List, Optional
 
 from absl import logging
-from tensorboard.backend.event_processing import directory_watcher, event_file_loader, io_wrapper
+from tensorboard.backend.event_processing import event_file_loader, io_wrapper
 from tensorboard.util import tensor_util
 
 from alf_async import config
@@ -44,14 +45,16 @@ class ScalarReader:
 
     A summary at an iteration waits until the env steps of an iteration at or
     past it are read (`ENV_STEPS_TAG`), then goes at those of the latest
-    iteration at or before it. Not thread-safe.
+    iteration at or before it. Every event file is read to its end at each
+    call (TensorBoard's `DirectoryWatcher` reads only the newest by name, and
+    `...<pid>.10.v2` sorts before `...<pid>.9.v2`). Not thread-safe.
     """
 
     def __init__(self, directory: str, after_wall_time: float = 0.0):
         self._directory = directory
         self._after = after_wall_time  # events up to it were sent by an earlier start
         self.read_until = after_wall_time  # the wall time of the last event read
-        self._watcher = None
+        self._loaders: Dict[str, event_file_loader.EventFileLoader] = {}
         self._iterations: List[int] = []  # sorted
         self._env_steps: List[int] = []
         self._waiting: List[Point] = []  # steps: iterations
@@ -59,12 +62,8 @@ class ScalarReader:
     def read(self, final: bool = False) -> List[Point]:
         """The scalars written since the last call; `final`: also those whose env
         steps are not known yet, at the last known ones."""
-        if self._watcher is None and os.path.isdir(self._directory):
-            self._watcher = directory_watcher.DirectoryWatcher(
-                self._directory, event_file_loader.EventFileLoader,
-                io_wrapper.IsSummaryEventsFile)
         ready = []
-        for event in self._watcher.Load() if self._watcher else ():
+        for event in self._events():
             if event.wall_time <= self._after:
                 continue
             self.read_until = max(self.read_until, event.wall_time)
@@ -79,6 +78,17 @@ class ScalarReader:
                 else:
                     self._waiting.append(Point(value.tag, event.step, number))
         return ready + self._place(final)
+
+    def _events(self) -> Iterator:
+        """The events written since the last call, file by file in the order
+        they were made."""
+        names = os.listdir(self._directory) if os.path.isdir(self._directory) else []
+        for name in sorted(names, key=_natural_order):
+            path = os.path.join(self._directory, name)
+            if io_wrapper.IsSummaryEventsFile(path):
+                if name not in self._loaders:
+                    self._loaders[name] = event_file_loader.EventFileLoader(path)
+                yield from self._loaders[name].Load()
 
     def _learn(self, iteration: int, env_steps: int) -> None:
         at = bisect.bisect_left(self._iterations, iteration)
@@ -100,6 +110,11 @@ class ScalarReader:
             placed.append(Point(point.tag, self._env_steps[at], point.value))
         self._waiting = waiting
         return placed
+
+
+def _natural_order(name: str) -> list:
+    """`name`'s sort key with its digit runs as numbers: `x.9.v2` before `x.10.v2`."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
 
 
 def _number(value) -> Optional[float]:

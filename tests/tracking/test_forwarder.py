@@ -46,6 +46,22 @@ def test_the_reader_puts_each_scalar_at_the_env_steps_of_its_iteration(tmp_path)
     assert reader.read(final=True) == [Point("learner/loss", 6144, 0.125)]
 
 
+def test_a_file_whose_counter_passes_nine_in_the_same_second_is_read(tmp_path):
+    """TensorFlow names its event files `<time>.<host>.<pid>.<N>.v2` with a counter N
+    for the whole process: its tenth writer in one second makes a file that sorts
+    before its ninth by name."""
+    reader = ScalarReader(str(tmp_path / "train"))
+    for number, counter in enumerate([9, 10], start=1):
+        _write(tmp_path / "new", [("Metrics/EnvironmentSteps", number, 2048 * number),
+                                  ("Metrics_vs_EnvironmentSteps/AverageReturn",
+                                   2048 * number, 10.0 * number)])
+        (made,) = (tmp_path / "new").iterdir()
+        (tmp_path / "train").mkdir(exist_ok=True)
+        made.rename(tmp_path / "train" / f"events.out.tfevents.1795965416.vm.23054.{counter}.v2")
+        assert Point("Metrics_vs_EnvironmentSteps/AverageReturn", 2048 * number,
+                     10.0 * number) in reader.read()
+
+
 def test_text_summaries_are_not_scalars(tmp_path):
     writer = tf.summary.create_file_writer(str(tmp_path))
     with writer.as_default():
