@@ -3,6 +3,8 @@
 import os
 import shutil
 
+import pytest
+
 from alf_async.experiments import docs_tables
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -98,20 +100,30 @@ def test_a_result_published_anew_gets_its_curves_drawn_again(tmp_path):
     assert png.read_bytes().startswith(b"\x89PNG")
 
 
-def test_the_summary_gives_a_chaos_experiments_fault_free_and_faulted_seeds_rows_of_their_own():
-    """Pooled, the two rows of ppo_chaos.gin (local and Ray) looked the same and each
-    median mixed 5 fault-free with 5 fault-injected seeds."""
-    def cell(name, steps):
-        return dict(_cell(name), seeds=[dict(seed=s, env_steps_to_target=steps,
-                                             seconds_to_target=steps / 10_000)
-                                        for s in range(5)])
-    chaos = dict(config="ppo_chaos.gin", source="alf_async.experiment", experiments=[
-        dict(cells=[cell("faults=all", 200_000), cell("faults=none", 100_000)])])
-    catalog = [dict(result="ppo_chaos", task="CartPole-v1", where="Ray cluster",
-                    reference="the fault-free Ray runs beside it")]
-    rows = docs_tables.summary_table([("ppo_chaos", chaos)], catalog).splitlines()[2:]
-    assert rows == [
-        "| CartPole-v1 | [`ppo_chaos.gin`](#ppo_chaos) (Ray cluster, fault-free) | 475 | 5/5 | "
-        "100.0k | 10.0 | the baseline of the row below |",
-        "| CartPole-v1 | [`ppo_chaos.gin`](#ppo_chaos) (Ray cluster, faults injected) | 475 | "
-        "5/5 | 200.0k | 20.0 | the fault-free Ray runs beside it |"]
+@pytest.mark.parametrize("config, result, task, catalog, cells, target, expected", [
+    # Pooled, the two rows of ppo_chaos.gin (local and Ray) looked the same and each
+    # median mixed 5 fault-free with 5 fault-injected seeds.
+    ("ppo_chaos.gin", "ppo_chaos", "CartPole-v1",
+     dict(where="Ray cluster", reference="the fault-free Ray runs beside it"),
+     [("faults=all", 200_000, 5), ("faults=none", 100_000, 5)], 475.0,
+     ["| CartPole-v1 | [`ppo_chaos.gin`](#ppo_chaos) (Ray cluster, fault-free) | 475 | 5/5 | "
+      "100.0k | 10.0 | the baseline of the row below |",
+      "| CartPole-v1 | [`ppo_chaos.gin`](#ppo_chaos) (Ray cluster, faults injected) | 475 | "
+      "5/5 | 200.0k | 20.0 | the fault-free Ray runs beside it |"]),
+    ("ppo_lunarlander.gin", "pbt_lunarlander", "LunarLander-v2",
+     dict(reference="its random search above"),
+     [("exploit=true", 240_000, 3), ("exploit=false", 400_000, 3)], 200.0,
+     ["| LunarLander-v2 | [`ppo_lunarlander.gin`](#pbt_lunarlander) (random search) | 200 | "
+      "3/3 | 400.0k | 40.0 | the baseline of the row below |",
+      "| LunarLander-v2 | [`ppo_lunarlander.gin`](#pbt_lunarlander) (PBT) | 200 | 3/3 | "
+      "240.0k | 24.0 | its random search above |"]),
+])
+def test_the_summary_gives_each_cell_of_a_comparison_a_row_of_its_own_baseline_first(
+        config, result, task, catalog, cells, target, expected):
+    """A chaos experiment's fault-free and faulted cells; PBT and its random search."""
+    summary = dict(config=config, source="alf_async.experiment", experiments=[dict(cells=[
+        dict(_cell(name), target=target, seeds=[dict(
+            seed=s, env_steps_to_target=steps, seconds_to_target=steps / 10_000)
+            for s in range(seeds)]) for name, steps, seeds in cells])])
+    catalog = [dict(catalog, result=result, task=task)]
+    assert docs_tables.summary_table([(result, summary)], catalog).splitlines()[2:] == expected
