@@ -241,7 +241,7 @@ def run(settings: PbtSettings, should_stop: Callable[[], bool] = lambda: False,
     rng = random.Random(settings.seed)
     generation, members = _load_state(settings, rng)
     _save_state(settings, generation, members, rng)
-    curve, scores = PopulationCurve(settings.root_dir), {}
+    curve = PopulationCurve(settings.root_dir)
     while generation <= settings.generations:
         logging.info("pbt: generation %d of %d: %s", generation, settings.generations,
                      "; ".join(f"member {m.index}: {_describe(m.settings)}" for m in members))
@@ -256,6 +256,7 @@ def run(settings: PbtSettings, should_stop: Callable[[], bool] = lambda: False,
             _exploit_and_explore(settings, members, scores, rng, generation)
         generation += 1
         _save_state(settings, generation, members, rng)
-    if scores:
-        curve.finish(scores)
+    # Also where a finished population is run again: its files as this code writes them.
+    curve.finish({m.index: members_lib.score(m.root_dir) for m in members},
+                 {m.index: m.root_dir for m in members})
     return 0

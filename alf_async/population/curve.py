@@ -5,16 +5,18 @@ experiment report reads each seed's folder as it reads a training run's: the
 average return over env steps from `train/`, and `result.json` when it is
 done. Here the curve is the best member's score at each ready point, at the
 env steps each member has trained then (members train the same K env steps per
-interval), and the result the best member's at the end.
+interval), and the result and the settings (env, budget) the best member's at
+the end.
 
 Thread-safety: used from the controller's one thread.
 """
 
 import os
+import shutil
 from typing import Dict
 
 from alf_async.experiments.curves import RETURN_TAG, load_curve
-from alf_async.training import checkpoints
+from alf_async.training import checkpoints, files
 
 
 class PopulationCurve:
@@ -42,10 +44,17 @@ class PopulationCurve:
             self._tf.summary.scalar(RETURN_TAG, max(s["score"] for s in found), step=env_steps)
         self._writer.flush()
 
-    def finish(self, scores: Dict[int, dict]) -> None:
-        """`result.json`: the best member's score and env steps, and which it is."""
-        best = max(scores, key=lambda i: float("-inf") if scores[i]["score"] is None
-                   else scores[i]["score"])
+    def finish(self, scores: Dict[int, dict], root_dirs: Dict[int, str]) -> None:
+        """`result.json`: the best member's score and env steps, and which it is;
+        `run_settings.json`: the best member's `root_dirs` entry's (its env, and as
+        budget the env steps each member trained)."""
+        scores = {i: s for i, s in scores.items() if s and s["score"] is not None}
+        if not scores:
+            return
+        best = max(scores, key=lambda i: scores[i]["score"])
+        member_settings = os.path.join(root_dirs[best], files.SETTINGS_FILE)
+        if os.path.exists(member_settings):
+            shutil.copyfile(member_settings, os.path.join(self._root, files.SETTINGS_FILE))
         checkpoints.write_result(self._root, dict(
             average_return=scores[best]["score"], env_steps=scores[best]["env_steps"],
             iteration=scores[best]["iteration"], best_member=best))

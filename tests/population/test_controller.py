@@ -14,6 +14,7 @@ import re
 import pytest
 
 from alf_async import events
+from alf_async.experiments import report
 from alf_async.population import controller, lineage, members as members_lib
 from alf_async.population.mutations import parse_mutations
 
@@ -45,6 +46,8 @@ def _fake_run(root, command, stale_settings=None, stale_weights=False, restarted
     with open(os.path.join(folder, f"ckpt-{budget // K}.index"), "w") as out:
         out.write(weights)
     log.emit("weights_saved", iteration=budget // K, env_steps=budget, weights=weights)
+    with open(os.path.join(root, "run_settings.json"), "w") as out:
+        json.dump(dict(env=dict(env_name="CartPole-v1"), run=dict(num_env_steps=budget)), out)
     score = 100.0 - abs(settings["learning_rate"] - 3e-3) * 1e4  # best near 3e-3
     with open(os.path.join(root, "result.json"), "w") as out:
         json.dump(dict(average_return=score, env_steps=budget, iteration=budget // K), out)
@@ -186,5 +189,9 @@ def test_the_population_is_one_run_for_the_report_its_best_member_per_ready_poin
     top = max(last, key=lambda r: r["score"])
     assert result["best_member"] == top["member"] and result["env_steps"] == 3 * K
     assert result["average_return"] == pytest.approx(top["score"])
+    # The report's env and budget: the best member's (each member trained 3 K).
+    assert report._env_and_budget(str(tmp_path)) == dict(env="CartPole-v1", budget=3 * K)
+    os.remove(tmp_path / "run_settings.json")  # as a population finished before it was written
     assert controller.run(_settings(tmp_path)) == 0  # done: nothing added twice
     assert len(load_curve(str(tmp_path))["value"]) == 3
+    assert report._env_and_budget(str(tmp_path)) == dict(env="CartPole-v1", budget=3 * K)
