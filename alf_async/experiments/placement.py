@@ -13,7 +13,9 @@ worker, a population member) as an ordinary command through a placement:
   output folder, checked at the start. A run whose node is lost reads as
   killed with `lost` set; the caller starts it again (it resumes from its
   checkpoint) on a node with room. `node.json` in a run's folder lists the
-  nodes it ran on, for the report's node column.
+  nodes it ran on, for the report's node column. A run's loss can reach us
+  before Ray marks its node dead; no run starts until it has (`LostNodes`),
+  so none is placed on the node just lost.
 
 Both hand back `backend.Process`es (`poll`, `signal`, `wait`, `lost`).
 
@@ -26,7 +28,7 @@ import os
 import signal
 import subprocess
 import time
-from typing import Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence, Set
 
 from absl import flags
 
@@ -142,6 +144,40 @@ class LocalPlacement:
         pass
 
 
+class LostNodes:
+    """The nodes of lost runs that Ray may still count alive, and a wait for them.
+
+    A run's loss reaches us the moment its host's connection breaks; Ray's health
+    check marks the node dead only seconds later, and until then Ray may place a
+    new run on that node, where it is lost again at once. `settle()` returns once
+    Ray counts none of them alive, or `window_secs` after a loss (then the node
+    was fine: only the run's worker died).
+
+    Thread-safety: used from one thread.
+    """
+
+    def __init__(self, alive: Callable[[], Set[str]], window_secs: float,
+                 clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep):
+        """`alive()`: the ids of the nodes Ray counts alive now."""
+        self._alive, self._window, self._clock, self._sleep = alive, window_secs, clock, sleep
+        self._until: Dict[str, float] = {}  # a node id: when to stop waiting for it
+
+    def lost(self, node_id: Optional[str]) -> None:
+        """Notes that a run on `node_id` was lost (None: it never started)."""
+        if node_id:
+            self._until[node_id] = self._clock() + self._window
+
+    def settle(self, poll_secs: float = 0.2) -> None:
+        """Waits until Ray counts no lost run's node alive (each at most its window)."""
+        while self._until:
+            now, alive = self._clock(), self._alive()
+            self._until = {node: until for node, until in self._until.items()
+                           if node in alive and now < until}
+            if self._until:
+                self._sleep(poll_secs)
+
+
 class RayPlacement:
     """Runs as commands of `CommandHost` Ray actors, one per run, over a Ray cluster."""
 
@@ -162,6 +198,8 @@ class RayPlacement:
         self.retries, self._resources = retries, resources
         self._host_class = self._ray.remote(CommandHost)
         self._hosts: Dict[int, object] = {}  # id(process): its host
+        self._lost = LostNodes(lambda: {node["NodeID"] for node in self._session.nodes()},
+                               self._session.death_secs())
         try:
             self.room = self._session.check_room(f"--{unit}_resources", resources, 1)
             self.nodes = sum(bool(self._session.room_on(node, resources))
@@ -196,8 +234,10 @@ class RayPlacement:
 
     def start(self, name: str, command: List[str], root_dir: str, relay: bool = False):
         """Starts `command` on a new host, its output appended to `root_dir/train.log`
-        (`relay`: to this process's stderr instead, as it comes)."""
+        (`relay`: to this process's stderr instead, as it comes). Waits first until Ray
+        marks the nodes of lost runs dead (`LostNodes`)."""
         from alf_async.supervision.ray_backend import RayProcess  # pylint: disable=import-outside-toplevel
+        self._lost.settle()
         options = self._session.host_options(self._resources, max_restarts=0)
         host = self._host_class.options(**options, scheduling_strategy="SPREAD").remote()
         log_path = None if relay else os.path.join(root_dir, LOG_FILE)
@@ -210,6 +250,8 @@ class RayPlacement:
 
     def forget(self, process) -> None:
         """Kills an ended run's host (a lost one's too, wherever Ray holds it)."""
+        if process.lost:
+            self._lost.lost(process.node)
         host = self._hosts.pop(id(process), None)
         if host is not None:
             self._session.kill([host])

@@ -114,6 +114,12 @@ class RaySession:
         """The live nodes (Ray's `ray.nodes()` entries)."""
         return [node for node in self.ray.nodes() if node["Alive"]]
 
+    def death_secs(self) -> float:
+        """The longest Ray's health check takes to mark a dead node dead, in seconds."""
+        config = self.ray._raylet.Config  # pylint: disable=protected-access
+        return (config.health_check_period_ms() * config.health_check_failure_threshold()
+                + config.health_check_timeout_ms()) / 1000.0
+
     @staticmethod
     def room_on(node: dict, resources: Dict[str, float]) -> int:
         """How many commands of `resources` node `node` (a `nodes()` entry) holds at once."""

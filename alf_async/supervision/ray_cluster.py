@@ -82,9 +82,20 @@ class SimulatedCluster:
     def replace_actor_node(self, index: int = 0) -> Tuple[str, str]:
         """Removes actor node `index` (its processes killed) and adds another; returns
         their node ids."""
+        old = self.remove_actor_node(index)
+        return old.node_id, self.add_actor_node(index).node_id
+
+    def remove_actor_node(self, index: int):
+        """Removes actor node `index` (its processes killed) and returns it; the place
+        stays empty until `add_actor_node(index)`."""
         old = self.actor_nodes[index]
-        self.actor_nodes[index] = self._replace(old, self._per_node)
-        return old.node_id, self.actor_nodes[index].node_id
+        self._cluster.remove_node(old, allow_graceful=False)
+        return old
+
+    def add_actor_node(self, index: int):
+        """Adds an actor node, at the next address, in place `index`; returns it."""
+        self.actor_nodes[index] = self._add_node(self._per_node)
+        return self.actor_nodes[index]
 
     def actor_node_pids(self) -> List[int]:
         """The raylet's pid of each actor node (the processes it hosts descend from it)."""

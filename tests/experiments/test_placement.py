@@ -135,6 +135,38 @@ def test_a_runs_nodes_are_appended_in_order(tmp_path):
     assert placement.nodes_of(str(tmp_path)) == ["127.0.0.3", "127.0.0.5"]
 
 
+class FakeRay:
+    """The nodes Ray counts alive, on a clock of its own: node "n1" is marked dead at
+    `dead_at` (never: None)."""
+
+    def __init__(self, dead_at):
+        self.now, self.dead_at, self.sleeps = 0.0, dead_at, 0
+
+    def alive(self):
+        return {"n2"} | ({"n1"} if self.dead_at is None or self.now < self.dead_at else set())
+
+    def sleep(self, secs):
+        self.sleeps += 1
+        self.now += secs
+
+
+@pytest.mark.parametrize("dead_at,settled_at", [(3.0, 3.0), (None, 13.0), (0.0, 0.0)])
+def test_starts_wait_until_ray_marks_a_lost_runs_node_dead_at_most_its_window(
+        dead_at, settled_at):
+    ray = FakeRay(dead_at)
+    lost = placement.LostNodes(ray.alive, window_secs=13.0, clock=lambda: ray.now,
+                               sleep=ray.sleep)
+    lost.lost(None)  # lost before it started: no node to wait for
+    lost.settle()
+    assert ray.sleeps == 0
+    lost.lost("n1")
+    lost.settle(poll_secs=0.5)
+    assert ray.now == pytest.approx(settled_at)  # not sooner: Ray may place runs on n1
+    sleeps = ray.sleeps
+    lost.settle()  # once settled, a start waits no more
+    assert ray.sleeps == sleeps
+
+
 # --- a real experiment on a simulated cluster (slow) ---------------------------------
 
 
@@ -228,6 +260,39 @@ def test_four_seeds_over_two_nodes_one_lost_mid_run_each_finish_once(tmp_path, c
         assert entry["final"] == pytest.approx(float(curve["value"][-1]))
         assert entry["nodes"] == placement.nodes_of(str(seed_dirs[entry["seed"]]))
     assert "| node |" in report.markdown(summary)
+
+
+def _poll_until(process, what, timeout=120):
+    deadline = time.time() + timeout
+    while process.poll() is None and not what(process):
+        assert time.time() < deadline, f"{process} not there in {timeout} s"
+        time.sleep(0.1)
+
+
+@pytest.mark.slow
+def test_a_run_started_right_after_a_loss_is_not_placed_on_the_node_just_lost(
+        tmp_path, cluster):
+    """A loss reaches the placement before Ray marks the node dead; a run started in
+    between (a retry) went to the dead node and was lost again at once."""
+    whole_node = {"actor": 2}  # all of an actor node's room (the fixture's 4 over 2)
+    runs = placement.RayPlacement(cluster.address, whole_node, str(tmp_path), 3)
+    sleeper = [sys.executable, "-c", "import time; time.sleep(600)"]
+    start = lambda name: runs.start(name, sleeper, str(tmp_path / name))
+    try:
+        first = [start("a"), start("b")]  # one on each actor node: no room elsewhere
+        for process in first:
+            _poll_until(process, lambda p: p.address)
+        index = [n.node_ip_address for n in cluster.actor_nodes].index(first[0].address)
+        cluster.remove_actor_node(index)
+        _poll_until(first[0], lambda p: False, timeout=60)
+        assert first[0].lost and first[1].poll() is None
+        runs.forget(first[0])
+        again = start("a")  # before the new node joins: only the lost one had room
+        new_node = cluster.add_actor_node(index)
+        _poll_until(again, lambda p: p.address)
+        assert again.lost is None and again.address == new_node.node_ip_address
+    finally:
+        runs.close()
 
 
 @pytest.mark.slow
