@@ -51,6 +51,7 @@ KINDS: Dict[str, Tuple[str, ...]] = {
     "unroll_duplicated": ("task", "unroll"),  # an actor's unroll reached the learner again
     "unroll_refused": ("task", "refused"),  # an item without the run's secret (a foreign client)
     "stopped": ("status",),  # the process's exit status
+    "failed": ("error",),  # the one line a failing process ended with (before 'stopped')
     # population-based training (`python -m alf_async.pbt`, in ROOT/events):
     "member_ready": ("member", "generation", "env_steps", "score"),  # at a ready point
     "member_exploited": ("member", "source", "generation", "settings"),  # copied, explored

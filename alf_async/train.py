@@ -14,6 +14,7 @@ import os
 import shutil
 import sys
 import time
+from typing import Optional
 
 from absl import flags, logging
 
@@ -135,20 +136,27 @@ def _train_or_exit(run_lib, made_root_dir: bool) -> None:
         run_lib.train(FLAGS.root_dir, RunSettings(**remote))
     except ValueError as error:
         kind = "Missing package" if isinstance(error, MissingExtraError) else "Bad setting"
-        logging.error("%s: %s", kind, _first_line(error))
+        _fail(f"{kind}: {_first_line(error)}")
         if made_root_dir:
             _remove_unstarted(FLAGS.root_dir)
         sys.exit(2)
     except ThreadError as error:
-        logging.error("%s", _first_line(error), exc_info=error.__cause__)
+        _fail(_first_line(error), cause=error.__cause__)
         sys.exit(1)
     except CheckpointWriteError as error:
-        logging.error("%s", _first_line(error))
+        _fail(_first_line(error))
         sys.exit(1)
     except run_lib.TrainingInterrupted as interrupted:  # logged at the checkpoint if saved
         if not interrupted.saved:
             logging.warning("%s", interrupted)
         sys.exit(128 + interrupted.signum)
+
+
+def _fail(line: str, cause: Optional[BaseException] = None) -> None:
+    """Logs the one line the run fails with (`cause`'s traceback too) and records it as
+    the run's typed 'failed' event, where `experiment` and `tune` read it."""
+    logging.error("%s", line, exc_info=cause)
+    events.emit("failed", error=line)
 
 
 def _remove_unstarted(root_dir: str) -> None:

@@ -6,6 +6,8 @@ import sys
 
 import pytest
 
+from alf_async import events
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -91,6 +93,8 @@ def test_a_run_that_fails_at_its_start_leaves_no_root_dir(tmp_path):
         f"--root_dir={kept}", "--gin_file=gin_configs/ppo_async.gin",
         "--gin_param=create_environment.env_name='NoSuchEnv-v0'"], timeout=150)
     assert again.returncode == 2 and kept.is_dir()  # a folder the user made stays
+    failed = [e["error"] for e in events.read_events(str(kept)) if e["event"] == "failed"]
+    assert len(failed) == 1 and failed[0].startswith("Bad setting:") and "NoSuchEnv-v0" in failed[0]
 
 
 @pytest.mark.parametrize("tf_config", [

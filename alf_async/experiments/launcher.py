@@ -14,11 +14,11 @@ and kills what is left by PID; children also get SIGTERM if the launcher dies
 
 import dataclasses
 import os
-import re
 import sys
 import time
 from typing import Callable, Dict, List, Optional
 
+from alf_async import events
 from alf_async.experiments.cells import Cell
 from alf_async.experiments.ledgers import LEDGER_FILE
 from alf_async.experiments.placement import LOG_FILE, LocalPlacement, stop_runs
@@ -96,15 +96,20 @@ def seed_runs(cells: List[Cell], seeds: List[int], out_dir: str,
     return runs
 
 
-def error_line(log_path: str) -> str:
-    """The last error a run logged: its last absl `E` line, else its last line."""
+def error_line(root_dir: str) -> str:
+    """The one line a failed run ended with: its last typed 'failed' event (`train`
+    records one for each failure it catches), else the last line of its `train.log`
+    (a run that died before it could: a bad gin config, a crash, a signal), less an
+    absl error line's prefix."""
+    failed = [e["error"] for e in events.read_events(root_dir) if e["event"] == "failed"]
+    if failed:
+        return failed[-1]
     try:
-        with open(log_path, errors="replace") as f:
+        with open(os.path.join(root_dir, LOG_FILE), errors="replace") as f:
             lines = [line.rstrip() for line in f if line.strip()]
     except OSError:
         return "no log"
-    errors = [line for line in lines if re.match(r"E\d{4} ", line)]
-    line = (errors or lines or ["no output"])[-1]
+    line = lines[-1] if lines else "no output"
     return line.split("] ", 1)[-1] if line.startswith("E") and "] " in line else line
 
 
@@ -194,7 +199,7 @@ class Launcher:
                 if self._retry(entry):
                     self._launch(entry.run)
             else:
-                line = error_line(os.path.join(entry.run.root_dir, LOG_FILE))
+                line = error_line(entry.run.root_dir)
                 self.failed[entry.run.name] = f"exit {code}: {line}"
                 self._echo(f"{entry.run.name} failed (exit {code}): {line}")
 

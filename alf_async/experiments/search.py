@@ -23,7 +23,7 @@ import yaml
 
 from alf_async.experiments import cells, launcher
 from alf_async.experiments.curves import Curve, load_curve
-from alf_async.experiments.placement import LOG_FILE, LocalPlacement, stop_runs
+from alf_async.experiments.placement import LocalPlacement, stop_runs
 from alf_async.tracking.settings import TrackerSettings
 
 OBJECTIVES = {  # name -> study direction
@@ -233,7 +233,7 @@ class TrialRunner:
                 reported: int) -> float:
         """The objective of a run that ended; its last points are reported first."""
         if returncode != 0 or not os.path.exists(os.path.join(root_dir, launcher.RESULT_FILE)):
-            raise TrialFailed(launcher.error_line(os.path.join(root_dir, LOG_FILE)))
+            raise TrialFailed(launcher.error_line(root_dir))
         curve = _try_curve(root_dir)
         if curve is None:
             raise TrialFailed("the run finished no episode")

@@ -1,6 +1,7 @@
 import os
 import types
 
+from alf_async import events
 from alf_async.experiments import launcher
 
 
@@ -38,3 +39,18 @@ def test_a_chaos_cells_seed_runs_the_chaos_command_and_is_done_with_its_ledger(t
     assert not run.finished()
     open(os.path.join(run.root_dir, "ledger.json"), "w").close()
     assert run.finished()
+
+
+def test_a_failed_seeds_line_is_its_typed_failed_event_else_its_logs_last_line(tmp_path):
+    log, root = tmp_path / "train.log", str(tmp_path)
+    assert launcher.error_line(root) == "no log"
+    log.write_text("I1129 10:00:00.000 7 train.py:99] Imports: 2.00 s\n"
+                   "E1129 10:00:01.000 7 train.py:106] Bad gin configuration: no file x.gin\n")
+    assert launcher.error_line(root) == "Bad gin configuration: no file x.gin"  # absl's prefix cut
+    with open(log, "a") as f:
+        f.write("Traceback (most recent call last):\nKeyError: 'a] b'\n")  # a crash: its last line
+    assert launcher.error_line(root) == "KeyError: 'a] b'"
+    events.EventLog(root, "learner").emit("failed", error="Bad setting: env_name='NoSuchEnv-v0'")
+    with open(log, "a") as f:
+        f.write("E1129 10:00:09.000 7 actor.py:50] actor task 0 stopped: the run ended\n")
+    assert launcher.error_line(root) == "Bad setting: env_name='NoSuchEnv-v0'"  # not the log's
