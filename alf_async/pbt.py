@@ -18,8 +18,10 @@ runs the same population as a random search. `report` writes
 `ROOT/pbt/report.md` and `curves.png`; `replay` re-runs one member's schedule of
 settings (its ancestry's) from scratch as a single run in `ROOT/replay_<i>`, with
 the population's gin files and bindings (`ROOT/pbt/settings.json`).
-Ctrl-C stops every member (each checkpoints) and exits 130; the same command
-resumes. Bad input: one line, exit 2.
+`--tracker=mlflow` (or wandb) also reports each member as one run over all its
+intervals, in the population's group (docs/tracking.md). Ctrl-C stops every
+member (each checkpoints) and exits 130; the same command resumes. Bad input:
+one line, exit 2.
 """
 
 import dataclasses
@@ -32,6 +34,7 @@ from absl import flags, logging  # pylint: disable=wrong-import-position
 
 from alf_async import config, events  # pylint: disable=wrong-import-position
 from alf_async.experiments import placement as placement_lib  # pylint: disable=wrong-import-position
+from alf_async.tracking import settings as tracker_settings  # pylint: disable=wrong-import-position
 
 flags.DEFINE_multi_string("gin_file", [], "Every member's gin config file(s).")
 flags.DEFINE_multi_string("gin_param", [], "Every member's gin bindings.")
@@ -51,6 +54,7 @@ flags.DEFINE_integer("parallel", 1, "Members trained at once.")
 flags.DEFINE_integer("tf_threads", 0, "Each member's --tf_threads (0: cores // parallel; "
                      "--backend=ray: the CPUs of --member_resources).")
 placement_lib.define_flags("member")
+tracker_settings.define_flags()
 FLAGS = flags.FLAGS
 
 USAGE = "usage: python -m alf_async.pbt [report ROOT | replay ROOT MEMBER] (see --help)"
@@ -82,19 +86,24 @@ def _run() -> None:
     # pylint: disable=import-outside-toplevel
     from alf_async.population import controller
     from alf_async.training.signals import SignalStop
+    from alf_async.tracking import clients
     try:
+        tracker = tracker_settings.from_flags()
+        tracker.check()
         settings = _settings()
         os.makedirs(settings.root_dir, exist_ok=True)
         placement = placement_lib.from_flags("member", settings.root_dir, "pbt")
     except ValueError as error:
         _fail(f"Bad setting: {error}")
+    clients.make_groups_ahead(tracker, [tracker.group or os.path.basename(settings.root_dir)])
     if not FLAGS.tf_threads:
         settings = dataclasses.replace(settings, tf_threads=placement.tf_threads(
             placement.capacity(settings.parallel)))
     with SignalStop("stopping every member") as interrupt, events.lifetime(
             settings.root_dir, "pbt", "pbt"):
         try:
-            status = controller.run(settings, lambda: interrupt.signum is not None, placement)
+            status = controller.run(settings, lambda: interrupt.signum is not None, placement,
+                                    tracker)
         except controller.MutationNotApplied as error:
             _fail(f"Mutation not applied: {error}", 1)
         except RuntimeError as error:
@@ -131,6 +140,7 @@ def _replay(root: str, member: str) -> None:
         [*settings.gin_params, f"train.seed={settings.seed}",
          f"train.num_env_steps={len(chain) * settings.interval_env_steps}",
          "train.stop_at_return=None", *bindings], FLAGS.tf_threads)
+    command += tracker_settings.from_flags().flags()  # a run of its own, `<root>/replay_<i>`
     logging.info("pbt replay: member %s's schedule over %d generations: %s", member,
                  len(chain), " ".join(bindings))
     sys.exit(subprocess.call(command))

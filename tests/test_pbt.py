@@ -24,7 +24,8 @@ def _pbt(*args, timeout=60):
      "'PPOAlgorithm.gae_lambda' is not a setting a run can change at a resume"),
     ([LR, "--population=1"], "--population must be >= 2, got 1"),
     ([LR, "--quantile=0.8"], "--quantile must be in (0, 0.5], got 0.8"),
-    (["--mutate=PPOAlgorithm.clip_ratio:uniform(0.3,0.1)"], "needs LOW < HIGH")])
+    (["--mutate=PPOAlgorithm.clip_ratio:uniform(0.3,0.1)"], "needs LOW < HIGH"),
+    ([LR, "--tracker=tensorboard"], "--tracker must be one of none, mlflow, wandb")])
 def test_bad_input_is_one_line_and_exit_2_before_anything_starts(tmp_path, args, line):
     result = _pbt("--gin_file=gin_configs/ppo_async.gin", f"--root_dir={tmp_path / 'p'}",
                   *args)
@@ -32,6 +33,9 @@ def test_bad_input_is_one_line_and_exit_2_before_anything_starts(tmp_path, args,
     errors = [l for l in result.stderr.splitlines() if l.startswith("E")]
     assert len(errors) == 1 and line in errors[0]
     assert not (tmp_path / "p").exists()
+
+
+def test_an_unknown_subcommand_is_exit_2(tmp_path):
     assert _pbt("reprot", str(tmp_path)).returncode == 2
 
 

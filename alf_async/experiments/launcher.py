@@ -142,8 +142,9 @@ class Launcher:
             poll_secs: how often children are checked.
             progress_secs: longest time between two progress lines.
             echo: where progress lines go.
-            tracker: where a `train` seed also reports: its cell is the
-                group, `cell/seed_<S>` the run.
+            tracker: where each seed also reports: its cell is the group,
+                `cell/seed_<S>` the run (a `pbt` seed's members:
+                `cell/seed_<S>/member_<i>`).
             placement: where seeds run (`placement`; None: subprocesses here).
         """
         if parallel < 1:
@@ -180,8 +181,7 @@ class Launcher:
             return interrupt.signum
 
     def _launch(self, run: SeedRun) -> None:
-        tracked = (self._tracker.flags(group=run.cell.name, name=run.name)
-                   if run.cell.runner == "train" else [])
+        tracked = self._tracker.flags(group=run.cell.name, name=run.name)
         proc = self._placement.start(run.name, run.command(self._tf_threads) + tracked,
                                      run.root_dir)
         self._running.append(_Running(run, proc, time.time()))

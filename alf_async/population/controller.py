@@ -33,6 +33,7 @@ from alf_async.population.curve import PopulationCurve
 from alf_async.population.members import Member
 from alf_async.population.mutations import Mutation
 from alf_async.population.settings import PbtSettings, check
+from alf_async.tracking.settings import TrackerSettings
 
 STATE_FILE = "state.json"  # ROOT/pbt/state.json: the members' next generation
 SETTINGS_FILE = "settings.json"  # ROOT/pbt/settings.json: the population's settings
@@ -143,8 +144,9 @@ def _verify_settings(member: Member, live: Dict[str, float]) -> None:
 
 
 def _train(settings: PbtSettings, members: List[Member], generation: int,
-           should_stop: Callable[[], bool], placement) -> bool:
-    """Trains every member to `generation * K` env steps; False if a signal stopped it.
+           should_stop: Callable[[], bool], placement, tracker: TrackerSettings) -> bool:
+    """Trains every member to `generation * K` env steps (each reporting to `tracker`
+    too); False if a signal stopped it.
 
     Raises:
         RuntimeError: a member's run failed (names it and its log).
@@ -158,7 +160,8 @@ def _train(settings: PbtSettings, members: List[Member], generation: int,
             todo.append(member)
     commands = {m.index: m.command(settings.gin_files, settings.gin_params,
                                    settings.mutations, budget, settings.seed,
-                                   settings.tf_threads) for m in todo}
+                                   settings.tf_threads)
+                + members_lib.tracker_flags(tracker, settings.root_dir, m.index) for m in todo}
     codes = members_lib.train_interval(todo, commands, settings.parallel, should_stop,
                                        placement)
     if should_stop():
@@ -227,10 +230,11 @@ def _describe(values: Dict[str, float]) -> str:
 
 
 def run(settings: PbtSettings, should_stop: Callable[[], bool] = lambda: False,
-        placement=None) -> int:
+        placement=None, tracker: TrackerSettings = TrackerSettings()) -> int:
     """Runs (or resumes) the population, its members where `placement` puts them (None:
-    here); returns the exit status: 0 when every generation ran, 130 when a signal
-    stopped it (every member checkpointed).
+    here), each also reporting to `tracker` (`members.tracker_flags`); returns the exit
+    status: 0 when every generation ran, 130 when a signal stopped it (every member
+    checkpointed).
 
     Raises:
         MutationNotApplied: a member trains with other settings or weights than asked.
@@ -245,7 +249,7 @@ def run(settings: PbtSettings, should_stop: Callable[[], bool] = lambda: False,
     while generation <= settings.generations:
         logging.info("pbt: generation %d of %d: %s", generation, settings.generations,
                      "; ".join(f"member {m.index}: {_describe(m.settings)}" for m in members))
-        if not _train(settings, members, generation, should_stop, placement):
+        if not _train(settings, members, generation, should_stop, placement, tracker):
             return 130
         scores = _ready(settings, members, generation)
         curve.record(scores)

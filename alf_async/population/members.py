@@ -22,6 +22,7 @@ from alf_async import events
 from alf_async.experiments.launcher import train_command
 from alf_async.experiments.placement import LocalPlacement, stop_runs
 from alf_async.population.mutations import Mutation, bindings
+from alf_async.tracking.settings import TrackerSettings
 
 STOP_GRACE_SECS = 20.0  # a member stopped by Ctrl-C writes its checkpoint first
 
@@ -53,6 +54,15 @@ class Member:
         return train_command(self.root_dir, gin_files, [
             *gin_params, f"train.seed={seed + self.index}", f"train.num_env_steps={env_steps}",
             "train.stop_at_return=None", *bindings(mutations, self.settings)], tf_threads)
+
+
+def tracker_flags(tracker: TrackerSettings, root_dir: str, index: int) -> List[str]:
+    """Member `index`'s `--tracker*` flags: one tracked run over all its intervals (each
+    resumes it), `<population>/member_<index>` in the population's group (the cell's
+    under `experiment`; else the population's folder name)."""
+    population = os.path.basename(os.path.normpath(root_dir))
+    return tracker.flags(group=tracker.group or population,
+                         name=f"{tracker.name or population}/member_{index}")
 
 
 def train_interval(members: Sequence[Member], commands: Dict[int, List[str]],

@@ -51,6 +51,7 @@ from alf_async import events
 from alf_async.supervision import chaos_ledger
 from alf_async.supervision.faults import (Injector, LaunchTree, count_kinds,
                                           inject_until_done, parse_kinds, schedule)
+from alf_async.tracking import settings as tracker_settings
 
 FLAGS = flags.FLAGS
 
@@ -83,6 +84,7 @@ def _define_flags() -> None:
                       "ray, on a cluster of simulated nodes that this tool starts.")
     flags.DEFINE_integer("actor_nodes", 2, "--backend=ray: the simulated nodes that hold the "
                          "actors (node_loss removes the one with the most actors).")
+    tracker_settings.define_flags()  # passed on to the launch: its learner reports there
     flags.mark_flag_as_required("root_dir")
 
 
@@ -96,7 +98,8 @@ def _launch_command(kinds: Sequence[str], cluster=None) -> List[str]:
             f"--warm_spares={FLAGS.warm_spares}", f"--learner_spares={FLAGS.learner_spares}",
             *(cluster.launch_flags() if cluster else []),
             *[f"--gin_file={path}" for path in FLAGS.gin_file],
-            *[f"--gin_param={param}" for param in params]]
+            *[f"--gin_param={param}" for param in params],
+            *tracker_settings.from_flags().flags()]
 
 
 def _wait_for_training(proc, read: events.EventReader, deadline: float) -> bool:
@@ -215,6 +218,7 @@ def main(argv) -> None:
                              f"{FLAGS.mean_interval_env_steps}")
         if FLAGS.mean_interval_env_steps and not FLAGS.rounds:
             raise ValueError("--mean_interval_env_steps needs --rounds >= 1")
+        tracker_settings.from_flags().check()
     except ValueError as error:
         logging.error("Bad setting: %s", error)
         sys.exit(2)

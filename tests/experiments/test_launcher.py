@@ -1,6 +1,8 @@
 import os
 import types
 
+import pytest
+
 from alf_async import events
 from alf_async.experiments import launcher
 
@@ -54,3 +56,41 @@ def test_a_failed_seeds_line_is_its_typed_failed_event_else_its_logs_last_line(t
     with open(log, "a") as f:
         f.write("E1129 10:00:09.000 7 actor.py:50] actor task 0 stopped: the run ended\n")
     assert launcher.error_line(root) == "Bad setting: env_name='NoSuchEnv-v0'"  # not the log's
+
+
+class _Recording:
+    """A placement that records each command and whose runs fail at once."""
+    retries = 0
+
+    def __init__(self):
+        self.commands = {}
+
+    def capacity(self, parallel):
+        return parallel
+
+    def tf_threads(self, parallel):
+        return 1
+
+    def start(self, name, command, root_dir):
+        self.commands[name] = command
+        return types.SimpleNamespace(poll=lambda: 1, lost=None)
+
+    def forget(self, process):
+        pass
+
+
+@pytest.mark.parametrize("runner", ["train", "chaos", "pbt"])
+def test_every_runners_seed_reports_to_the_tracker_in_its_cells_group(tmp_path, runner):
+    from alf_async.experiments import cells
+    from alf_async.tracking.settings import TrackerSettings
+    cell = cells.make_cells(["c.gin"], [], [], runner=runner)[0]
+    runs = launcher.seed_runs([cell], [1, 2], str(tmp_path))
+    placement = _Recording()
+    launcher.Launcher(runs, parallel=2, poll_secs=0.0, echo=lambda line: None,
+                      tracker=TrackerSettings("mlflow", uri="http://127.0.0.1:5000"),
+                      placement=placement).run()
+    for run in runs:
+        tracked = [a for a in placement.commands[run.name] if a.startswith("--tracker")]
+        assert tracked == ["--tracker=mlflow", "--tracker_uri=http://127.0.0.1:5000",
+                           "--tracker_project=alf_async", f"--tracker_group={cell.name}",
+                           f"--tracker_name={run.name}"]

@@ -21,7 +21,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
     ("--actors=0", "--actors must be >= 1, got 0"),
     ("--actor_nodes=0", "--actor_nodes must be >= 1, got 0"),
     ("--mean_interval_env_steps=-1", "--mean_interval_env_steps must be >= 0, got -1"),
-    ("--mean_interval_env_steps=5000", "--mean_interval_env_steps needs --rounds >= 1")])
+    ("--mean_interval_env_steps=5000", "--mean_interval_env_steps needs --rounds >= 1"),
+    ("--tracker=tensorboard", "--tracker must be one of none, mlflow, wandb")])
 def test_bad_input_is_one_line_and_exit_2(tmp_path, flag, line):
     result = subprocess.run([sys.executable, "-m", "alf_async.supervision.chaos", f"--root_dir={tmp_path}",
                              flag], cwd=ROOT, capture_output=True, text=True, timeout=60)
@@ -29,6 +30,23 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, flag, line):
     errors = [l for l in result.stderr.splitlines() if l.startswith("E")]
     assert len(errors) == 1 and line in errors[0]
     assert not os.path.exists(tmp_path / "launch.log")  # nothing was started
+
+
+def test_the_tracker_flags_go_on_to_the_launch_whose_learner_reports():
+    """The flags are defined when the command runs (`_define_flags`): read in a process
+    of their own, beside no other command's flags."""
+    code = ("import json, sys; from absl import flags; from alf_async.supervision import chaos; "
+            "chaos._define_flags(); flags.FLAGS(sys.argv); "
+            "print(json.dumps(chaos._launch_command(['none'])))")
+    result = subprocess.run([sys.executable, "-c", code, "--root_dir=r", "--tracker=mlflow",
+                             "--tracker_group=c", "--tracker_name=c/seed_1"], cwd=ROOT,
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr[-2000:]
+    command = json.loads(result.stdout)
+    assert command[1:3] == ["-m", "alf_async.launch"]
+    assert [a for a in command if a.startswith("--tracker")] == [
+        "--tracker=mlflow", "--tracker_project=alf_async", "--tracker_group=c",
+        "--tracker_name=c/seed_1"]
 
 
 def test_progress_in_env_steps_is_the_most_any_learner_logged():

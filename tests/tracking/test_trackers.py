@@ -284,7 +284,7 @@ TINY = ["create_environment.num_parallel_environments=16", "train.num_env_steps=
         "train.num_iterations=2", "train.summary_interval=1"]
 
 
-def test_an_experiment_cell_and_a_tune_study_are_parents_of_a_run_per_seed_and_trial(
+def test_a_cell_a_study_and_a_population_are_parents_of_a_run_per_seed_trial_and_member(
         mlflow_server, tmp_path):
     from mlflow.tracking import MlflowClient
 
@@ -296,14 +296,25 @@ def test_an_experiment_cell_and_a_tune_study_are_parents_of_a_run_per_seed_and_t
     _run([sys.executable, "-m", "alf_async.tune", f"--gin_file={GIN}", "--trials=2",
           f"--space={tmp_path / 'space.yaml'}", f"--storage=sqlite:///{tmp_path / 'db'}",
           "--study=tiny", "--noprune", *tiny, *tracked])
+    _run([sys.executable, "-m", "alf_async.pbt", f"--gin_file={GIN}", "--population=2",
+          f"--root_dir={tmp_path / 'pop'}", "--interval_env_steps=2048", "--generations=2",
+          "--quantile=0.5", "--parallel=2",
+          "--mutate=alf_async.Learner.learning_rate:log_uniform(1e-4,1e-2)",
+          f"--gin_param={TINY[0]}", "--gin_param=train.summary_interval=1", *tracked])
     client = MlflowClient(mlflow_server.uri)
     runs = client.search_runs([client.get_experiment_by_name("alf_async").experiment_id])
     groups = {r.info.run_id: r.data.tags["alf_async.group"] for r in runs
               if "alf_async.group" in r.data.tags}
     children = {r.info.run_name: groups[r.data.tags["mlflow.parentRunId"]] for r in runs
                 if r.info.run_id not in groups}
-    cell = next(g for g in groups.values() if g != "tiny")
+    cell = next(g for g in groups.values() if g not in ("tiny", "pop"))
     assert children == {f"{cell}/seed_1": cell, f"{cell}/seed_2": cell,
-                        "tiny/trial_0": "tiny", "tiny/trial_1": "tiny"}
-    assert sorted(groups.values()) == sorted([cell, "tiny"])  # one parent each
+                        "tiny/trial_0": "tiny", "tiny/trial_1": "tiny",
+                        "pop/member_0": "pop", "pop/member_1": "pop"}
+    assert sorted(groups.values()) == sorted([cell, "tiny", "pop"])  # one parent each
+    members = [r for r in runs if r.info.run_name.startswith("pop/member_")]
+    assert len(members) == 2  # a member's second interval resumed its run
+    for member in members:
+        steps = [m.step for m in client.get_metric_history(member.info.run_id, RETURN)]
+        assert steps and max(steps) > 2048  # points of both intervals in the one run
     assert all(r.info.status == "FINISHED" for r in runs if r.info.run_id not in groups)
