@@ -16,7 +16,7 @@ import shutil
 from typing import Dict
 
 from alf_async.experiments.curves import RETURN_TAG, load_curve
-from alf_async.training import checkpoints, files
+from alf_async.training import files
 
 
 class PopulationCurve:
@@ -55,6 +55,7 @@ class PopulationCurve:
         member_settings = os.path.join(root_dirs[best], files.SETTINGS_FILE)
         if os.path.exists(member_settings):
             shutil.copyfile(member_settings, os.path.join(self._root, files.SETTINGS_FILE))
+        from alf_async.training import checkpoints  # pylint: disable=import-outside-toplevel
         checkpoints.write_result(self._root, dict(
             average_return=scores[best]["score"], env_steps=scores[best]["env_steps"],
             iteration=scores[best]["iteration"], best_member=best))

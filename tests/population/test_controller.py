@@ -10,6 +10,8 @@ rate, so the controller's choices are known.
 import json
 import os
 import re
+import subprocess
+import sys
 
 import pytest
 
@@ -195,3 +197,13 @@ def test_the_population_is_one_run_for_the_report_its_best_member_per_ready_poin
     assert controller.run(_settings(tmp_path)) == 0  # done: nothing added twice
     assert len(load_curve(str(tmp_path))["value"]) == 3
     assert report._env_and_budget(str(tmp_path)) == dict(env="CartPole-v1", budget=3 * K)
+
+
+def test_the_pbt_command_imports_no_tensorflow_before_it_checks_its_input():
+    """Bad input is refused in a moment: the controller's modules leave TensorFlow to
+    the members' runs (and the population's curve, once it is written)."""
+    code = ("import sys, alf_async.pbt, alf_async.population.controller; "
+            "print('tensorflow' in sys.modules)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 0 and result.stdout.strip() == "False", result.stderr[-2000:]
