@@ -96,8 +96,7 @@ def test_workers_share_a_postgresql_study_and_a_dead_workers_trial_is_failed_and
         first = subprocess.Popen([*worker, f"--storage={url}"], cwd=ROOT,
                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.time() + 180
-        while not any(t.state == optuna.trial.TrialState.RUNNING for t in
-                      _trials(url)):
+        while not _is_training(first.pid):  # its trial drew its settings and runs them
             assert first.poll() is None and time.time() < deadline, "no trial started"
             time.sleep(0.5)
         for pid in [first.pid, *descendants(first.pid)]:
@@ -202,15 +201,21 @@ def _tune_on(cluster, tmp_path, storage):
 
 def _worker_in_a_trial(proc, timeout):
     """The PID of a tune worker (on a node) with a trial's training process running."""
-    from alf_async.supervision.ray_reaper import descendants  # pylint: disable=import-outside-toplevel
     deadline = time.time() + timeout
     while time.time() < deadline:
         assert proc.poll() is None, proc.stdout.read()
         for pid in _pids_running("alf_async.tune", "--backend=local"):
-            if any(_cmdline(child).find("alf_async.train") >= 0 for child in descendants(pid)):
+            if _is_training(pid):
                 return pid
         time.sleep(0.5)
     raise AssertionError(f"no worker ran a trial in {timeout} s")
+
+
+def _is_training(worker):
+    """Whether a tune worker runs a trial's training: the trial drew its settings (a worker
+    killed between Optuna's ask and its suggestions leaves a failed trial with none)."""
+    from alf_async.supervision.ray_reaper import descendants  # pylint: disable=import-outside-toplevel
+    return any("alf_async.train" in _cmdline(child) for child in descendants(worker))
 
 
 def _cmdline(pid):

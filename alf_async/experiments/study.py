@@ -56,12 +56,18 @@ class RetryStaleTrial:
         self._retry = RetryFailedTrialCallback(max_retry=1)
 
     def __call__(self, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
-        again = len(trial.system_attrs.get("retry_history", ())) < 1
         print(f"trial {trial.number}: no heartbeat from its worker for {self._grace} s (it "
-              f"died, or its node was lost): marked failed"
-              + (", its settings queued to run again" if again else
-                 ", not retried (it was a retry)"), flush=True)
+              f"died, or its node was lost): marked failed, {self._what_next(trial)}",
+              flush=True)
         self._retry(study, trial)
+
+    @staticmethod
+    def _what_next(trial: optuna.trial.FrozenTrial) -> str:
+        if trial.system_attrs.get("retry_history"):
+            return "not retried (it was a retry)"
+        if not trial.params:  # its worker died between Optuna's ask and its suggestions
+            return "before it drew its settings: a new trial takes its place"
+        return "its settings queued to run again"
 
 
 def open_study(settings: SearchSettings) -> optuna.Study:
