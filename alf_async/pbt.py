@@ -45,8 +45,10 @@ flags.DEFINE_integer("population", 4, "P, members.")
 flags.DEFINE_integer("interval_env_steps", 50_000, "K, env steps between ready points.")
 flags.DEFINE_integer("generations", 5, "G, intervals (each member trains G * K env steps).")
 flags.DEFINE_float("quantile", 0.25, "The bottom share that copies the top share.")
+flags.DEFINE_list("perturb_factors", ["0.8", "1.2"], "Explore multiplies a setting by one "
+                  "of these, drawn at random (then keeps it within its range).")
 flags.DEFINE_float("resample_probability", 0.25, "Explore draws a setting afresh this often "
-                   "(else multiplies it by 0.8 or 1.2).")
+                   "(else multiplies it by one of --perturb_factors).")
 flags.DEFINE_bool("exploit", True, "Copy and perturb; --noexploit: a random search of the "
                   "same budget.")
 flags.DEFINE_integer("seed", 0, "Seeds the draws; member i trains with seed + i.")
@@ -68,14 +70,15 @@ def _fail(message: str, code: int = 2) -> None:
 def _settings():
     # pylint: disable=import-outside-toplevel
     from alf_async.population.mutations import parse_mutations
-    from alf_async.population.settings import PbtSettings, check
+    from alf_async.population.settings import PbtSettings, check, parse_factors
     if not FLAGS.root_dir:
         raise ValueError("--root_dir is required")
     config.check_gin_files(FLAGS.gin_file, required=True)
     settings = PbtSettings(
         os.path.abspath(FLAGS.root_dir), FLAGS.gin_file, FLAGS.gin_param,
         parse_mutations(FLAGS.mutate), FLAGS.population, FLAGS.interval_env_steps,
-        FLAGS.generations, FLAGS.quantile, resample_probability=FLAGS.resample_probability,
+        FLAGS.generations, FLAGS.quantile, factors=parse_factors(FLAGS.perturb_factors),
+        resample_probability=FLAGS.resample_probability,
         seed=FLAGS.seed, parallel=FLAGS.parallel, tf_threads=FLAGS.tf_threads,
         exploit=FLAGS.exploit)
     check(settings)

@@ -24,6 +24,8 @@ def _pbt(*args, timeout=60):
      "'PPOAlgorithm.gae_lambda' is not a setting a run can change at a resume"),
     ([LR, "--population=1"], "--population must be >= 2, got 1"),
     ([LR, "--quantile=0.8"], "--quantile must be in (0, 0.5], got 0.8"),
+    ([LR, "--perturb_factors=0.5,x"], "--perturb_factors must be numbers above 0, got 0.5,x"),
+    ([LR, "--perturb_factors=0,2"], "--perturb_factors must be numbers above 0, got 0.0,2.0"),
     (["--mutate=PPOAlgorithm.clip_ratio:uniform(0.3,0.1)"], "needs LOW < HIGH"),
     ([LR, "--tracker=tensorboard"], "--tracker must be one of none, mlflow, wandb")])
 def test_bad_input_is_one_line_and_exit_2_before_anything_starts(tmp_path, args, line):

@@ -52,6 +52,18 @@ def check(settings: PbtSettings) -> None:
             raise ValueError(f"--{name} must be >= {least}, got {getattr(settings, name)}")
     if not 0.0 < settings.quantile <= 0.5:
         raise ValueError(f"--quantile must be in (0, 0.5], got {settings.quantile}")
+    if not settings.factors or min(settings.factors) <= 0:
+        raise ValueError(f"--perturb_factors must be numbers above 0, got "
+                         f"{','.join(map(str, settings.factors))}")
     if not 0.0 <= settings.resample_probability <= 1.0:
         raise ValueError(f"--resample_probability must be in [0, 1], got "
                          f"{settings.resample_probability}")
+
+
+def parse_factors(values: Sequence[str]) -> Sequence[float]:
+    """`--perturb_factors`' values as numbers (ValueError naming the flag)."""
+    try:
+        return tuple(float(value) for value in values)
+    except ValueError:
+        raise ValueError(f"--perturb_factors must be numbers above 0, got "
+                         f"{','.join(values)}") from None

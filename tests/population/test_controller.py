@@ -98,6 +98,18 @@ def test_the_bottom_continues_the_tops_checkpoint_with_explored_settings(tmp_pat
     assert len(ready) == 12
 
 
+def test_explore_perturbs_by_the_factors_it_is_given(tmp_path, monkeypatch):
+    _fake_members(monkeypatch)
+    settings = _settings(tmp_path, generations=2, factors=(1.5,), resample_probability=0.0)
+    assert controller.run(settings) == 0
+    records = lineage.read(str(tmp_path))
+    [copied] = [r for r in records if r["parent"] != r["member"]]
+    parent = next(r for r in records if (r["member"], r["generation"]) == (copied["parent"], 1))
+    for mutation in MUTATIONS:
+        asked = min(parent["settings"][mutation.setting] * 1.5, mutation.high)
+        assert copied["settings"][mutation.setting] == pytest.approx(asked, rel=1e-9)
+
+
 def test_a_restore_that_overwrites_the_new_learning_rate_stops_the_population(
         tmp_path, monkeypatch):
     """ray#62173's bug, as a member would show it: it trains with the checkpoint's
