@@ -104,7 +104,9 @@ def main(argv) -> None:
     try:
         config.parse_config(FLAGS.gin_file, FLAGS.gin_param)
     except Exception as error:  # pylint: disable=broad-except
-        logging.error("Bad gin configuration: %s", _first_line(error))
+        if os.path.isdir(FLAGS.root_dir):  # a seed's or a trial's: the line is its event too
+            events.configure(FLAGS.root_dir, "learner")
+        _fail(f"Bad gin configuration: {_first_line(error)}")
         sys.exit(2)
     _train()
 

@@ -99,7 +99,7 @@ def seed_runs(cells: List[Cell], seeds: List[int], out_dir: str,
 def error_line(root_dir: str) -> str:
     """The one line a failed run ended with: its last typed 'failed' event (`train`
     records one for each failure it catches), else the last line of its `train.log`
-    (a run that died before it could: a bad gin config, a crash, a signal), less an
+    (a run that died before it could: a crash, a signal, a bad flag), less an
     absl error line's prefix."""
     failed = [e["error"] for e in events.read_events(root_dir) if e["event"] == "failed"]
     if failed:

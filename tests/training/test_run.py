@@ -206,6 +206,10 @@ def test_cli_bad_input_is_one_line_and_nonzero(tmp_path, args, message):
     errors = [l for l in result.stderr.splitlines() if l.startswith("E")]
     assert len(errors) == 1, result.stderr
     assert re.search(message, errors[0]), errors[0]
+    if message == "Bad gin configuration":  # its line is the run's typed event too
+        failed = [e["error"] for e in events.read_events(str(tmp_path))
+                  if e["event"] == "failed"]
+        assert failed == [errors[0].split("] ", 1)[1]]
 
 
 @pytest.mark.slow
