@@ -52,6 +52,12 @@ RAY = ["ray==2.60.0"]
 MLFLOW = ["mlflow==2.22.1", "pydantic==1.10.27", "packaging==24.2"]
 WANDB = ["wandb==0.19.11", "pydantic==1.10.27"]
 
+# RLDS datasets (TFDS directories): train.record_dataset, play --record_dataset, and
+# exp_replayer='dataset' / 'hybrid'. Unpinned, TFDS's deps bring protobuf 6 and
+# tensorflow-metadata 1.21, which TF 2.15 refuses (it needs protobuf < 5).
+DATASETS = ["tensorflow-datasets==4.9.4", "rlds==0.1.8", "tensorflow-metadata==1.15.0",
+            "protobuf==4.25.9", "array-record==0.8.6", "googleapis-common-protos==1.75.0"]
+
 setup(
     name="alf_async",
     version="0.1.0",
@@ -82,9 +88,11 @@ setup(
         "mlflow": MLFLOW,
         "wandb": WANDB,
         "docs": DOCS,
+        # Experience recorded as RLDS datasets; offline and hybrid learning from them.
+        "datasets": DATASETS,
         "test": ["pytest==9.2.0", "pytest-timeout==2.4.0", "matplotlib==3.8.4",
                  *MUJOCO, *BOX2D, *ATARI, *MINATAR, *ENVPOOL, *REPLAY, *RAY, *TUNE,
-                 *MLFLOW, *WANDB, *DOCS],
+                 *MLFLOW, *WANDB, *DOCS, *DATASETS],
         "plot": ["matplotlib==3.8.4"],
     },
 )

@@ -5,12 +5,14 @@ configuration through it without importing the trainer.
 """
 
 import difflib
+import hashlib
 import json
 import logging as std_logging
 import os
+import subprocess
 import sys
 import tempfile
-from typing import Callable, Dict, List, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import gin
 from gin import config_parser
@@ -110,7 +112,7 @@ def _statements(path: str):
 
 def extras_needed(path: str) -> List[str]:
     """The pip extras the gin file at `path` needs beyond the base install: its env's
-    suite, Reverb (replay, actor processes), EnvPool."""
+    suite, Reverb (replay, actor processes), EnvPool, TFDS (datasets)."""
     needed = set()
     for statement in _statements(path):
         if not isinstance(statement, config_parser.BindingStatement):
@@ -119,6 +121,10 @@ def extras_needed(path: str) -> List[str]:
         if name in ("ReverbService", "ActorProcess") or (
                 statement.arg_name == "exp_replayer" and value in ("uniform", "prioritized")):
             needed.add("replay")
+        elif statement.arg_name == "exp_replayer" and value in ("dataset", "hybrid"):
+            needed.update(["datasets"] + (["replay"] if value == "hybrid" else []))
+        elif statement.arg_name == "record_dataset" and value:
+            needed.add("datasets")
         elif statement.arg_name == "env_load_fn" and "envpool" in str(value):
             needed.add("envpool")
         elif name == "create_environment" and statement.arg_name == "env_name":
@@ -172,6 +178,15 @@ def parse_config(gin_files: Sequence[str], bindings: Sequence[str]) -> None:
     # as an error before finding it on the search path: held back.
     with quiet.held_back("gin/resource_reader.py", below=std_logging.CRITICAL):
         gin.parse_config_files_and_bindings(list(gin_files), list(bindings))
+    _PARSED[:] = list(gin_files)
+
+
+_PARSED: List[str] = []  # the gin files `parse_config` parsed last (a run's provenance)
+
+
+def parsed_gin_files() -> List[str]:
+    """The gin files this process's `parse_config` parsed last, in order."""
+    return list(_PARSED)
 
 
 def check_writable(root_dir: str) -> str:
@@ -188,3 +203,41 @@ def check_writable(root_dir: str) -> str:
     except OSError as error:
         raise ValueError(f"root_dir={root_dir!r} is not writable: {error.strerror}") from None
     return root_dir
+
+
+def gin_digests(gin_files: Sequence[str]) -> Tuple[Optional[str], ...]:
+    """The sha256 of each gin file's content (its includes are not followed; None
+    for a file that is not there: the commands check that before)."""
+    digests = []
+    for path in gin_files:
+        try:
+            with open(path, "rb") as f:
+                digests.append(hashlib.sha256(f.read()).hexdigest())
+        except FileNotFoundError:
+            digests.append(None)
+    return tuple(digests)
+
+
+def project_version() -> Optional[str]:
+    """The git commit of the checkout this package runs from (`+dirty` with local
+    changes), or None where it is not a git checkout."""
+    source = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    if not os.path.isdir(os.path.join(source, ".git")):
+        return None
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=source, capture_output=True,
+                                text=True, timeout=10, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                               cwd=source, capture_output=True, text=True, timeout=10,
+                               check=True).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return commit + ("+dirty" if dirty else "")
+
+
+def run_tags(root_dir: str, gin_files: Sequence[str]) -> Dict[str, str]:
+    """A run's provenance as a tracker's tags, the same a cell's `cell.json` holds: the
+    commit, the gin files with their sha256, and the run's root_dir."""
+    return {"commit": project_version() or "unknown", "gin_files": ",".join(gin_files),
+            "gin_sha256": ",".join(d or "missing" for d in gin_digests(gin_files)),
+            "root_dir": os.path.abspath(root_dir)}

@@ -93,7 +93,8 @@ class AsyncOffPolicyDriver:
     `[T, B]` unroll on the learn queue (a `LocalCollection`; with `remote`,
     actor processes send them instead: a `RemoteCollection`). The learn-batch
     source (`exp_replayer`: `FreshBatches`, `UniformReplayBatches` or
-    `PrioritizedReplayBatches`) turns them into the learn batches that
+    `PrioritizedReplayBatches`, or from a dataset `DatasetBatches` and
+    `HybridBatches`) turns them into the learn batches that
     `get_training_exps()` returns, and hears back after each update.
 
     Every reply is stamped with `policy_version`, the number of learner
@@ -132,7 +133,9 @@ class AsyncOffPolicyDriver:
                  seed: Optional[int] = None,
                  observers: Sequence[Callable] = (),
                  remote: Optional[Callable] = None,
-                 replay_dir: Optional[str] = None):
+                 replay_dir: Optional[str] = None,
+                 env_name: Optional[str] = None,
+                 recorder=None):
         """
         Args:
             env_factory: `env_id -> batched PyEnvironment` of B sub-envs; all
@@ -165,6 +168,11 @@ class AsyncOffPolicyDriver:
                 processes (`python -m alf_async.actor`) collect instead.
             replay_dir: where a `ReplayBuffer` with `save_buffer` keeps its
                 content (the trainer passes `root_dir/replay`).
+            env_name: the env's id, checked against a dataset's (`'dataset'`,
+                `'hybrid'`).
+            recorder: gets every unroll that arrives, local or remote, in the
+                log thread (`add(numpy Unroll)`), and `close()` once the
+                threads stopped: `datasets.recorder.EpisodeRecorder`.
         """
         check_sizes(num_envs, num_actor_queues, unroll_length, learn_queue_cap,
                     actor_queue_cap)
@@ -184,10 +192,10 @@ class AsyncOffPolicyDriver:
         try:
             self._collector = Collector(
                 self.collection, learn_queue_cap, observers,
-                permits_per_env=self.pace.permits_per_env)
+                permits_per_env=self.pace.permits_per_env, recorder=recorder)
             self.batches = build_source(exp_replayer, SourceNeeds(
                 self._collector, algorithm, counters.version, counters.env_steps,
-                learn_queue_cap, self.pace, seed, replay_dir))
+                learn_queue_cap, self.pace, seed, replay_dir, env_name))
             check_batch_source(self.batches)
         except Exception:
             self.collection.close()
@@ -316,6 +324,7 @@ class AsyncOffPolicyDriver:
         finally:
             self.collection.close()
             self.batches.close()
+            self._collector.close_recorder()
 
 
 def local_collection(env_factory: Callable[[int], object], algorithm,

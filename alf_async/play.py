@@ -5,7 +5,12 @@
 Loads the policy exported at the end of training (`root_dir/policy`), makes
 the env of the run's operative gin config and prints the mean return. With
 `--gif=runs/ppo/episode.gif` it also records one episode of a gymnasium env of the
-same name (rendered as `rgb_array`; Atari as the full screen).
+same name (rendered as `rgb_array`; Atari as the full screen). With
+`--record_dataset=DIR` the episodes played are written as an RLDS dataset
+(`[datasets]` extra), each action random with probability `--epsilon`:
+
+    python -m alf_async.play --root_dir=runs/ppo --num_episodes=200 \
+        --record_dataset=runs/datasets/cartpole_expert
 """
 
 import os
@@ -20,6 +25,10 @@ flags.DEFINE_string("root_dir", None, "A training run's root_dir.")
 flags.DEFINE_integer("num_episodes", 10, "Greedy episodes to play (in parallel).")
 flags.DEFINE_integer("seed", None, "Env seed.")
 flags.DEFINE_string("gif", None, "Save one rendered greedy episode to this GIF file.")
+flags.DEFINE_string("record_dataset", None, "Write the episodes played as an RLDS dataset "
+                    "(a TFDS directory) here.")
+flags.DEFINE_float("epsilon", 0.0, "With --record_dataset: each action is uniformly random "
+                   "with this probability (1: random play).")
 flags.mark_flag_as_required("root_dir")
 FLAGS = flags.FLAGS
 
@@ -35,6 +44,29 @@ def _policy_dir() -> str:
                       FLAGS.root_dir)
         sys.exit(2)
     return path
+
+
+def _recording(policy, act, env, env_name: str):
+    """`(act, observe, recorder)`: epsilon-greedy actions and their steps to an RLDS
+    dataset at `--record_dataset`; exits 2 in one line where it cannot be written."""
+    # pylint: disable=import-outside-toplevel
+    from alf_async.config import project_version
+    from alf_async.datasets import playing
+    from alf_async.datasets.recorder import open_recorder
+    producer = dict(kind="play", root_dir=os.path.abspath(FLAGS.root_dir),
+                    commit=project_version() or "unknown", epsilon=FLAGS.epsilon,
+                    run_settings=files.read_settings(FLAGS.root_dir) or {})
+    try:
+        act, log_probs = playing.epsilon_greedy(act, env.action_spec(), FLAGS.epsilon,
+                                                FLAGS.seed)
+        recorder = open_recorder(FLAGS.record_dataset, env_name,
+                                 env.time_step_spec().observation, env.action_spec(),
+                                 producer, lambda: {"weights_digest":
+                                                    playing.variables_digest(policy)})
+    except ValueError as error:
+        logging.error("%s", error)
+        sys.exit(2)
+    return act, playing.step_observer(recorder, log_probs), recorder
 
 
 def main(argv) -> None:
@@ -60,9 +92,15 @@ def main(argv) -> None:
         sys.exit(2)
     env = create_environment(num_parallel_environments=FLAGS.num_episodes, num_workers=0,
                              seed=FLAGS.seed)
-    played = play_episodes(greedy_actions(policy, FLAGS.num_episodes), env,
-                           FLAGS.num_episodes)
+    act, observe, recorder = greedy_actions(policy, FLAGS.num_episodes), None, None
+    if FLAGS.record_dataset:
+        act, observe, recorder = _recording(policy, act, env, run_settings().env.env_name)
+    played = play_episodes(act, env, FLAGS.num_episodes, observe=observe)
     print(episodes_summary(played))
+    if recorder is not None:
+        recorder.close()
+        print(f"wrote {recorder.writer.episodes} episodes ({recorder.writer.steps} steps) "
+              f"to {recorder.writer.directory}")
     if FLAGS.gif:
         frames = videos.record_episode(policy, run_settings().env.env_name, FLAGS.seed)
         files.write_bytes(FLAGS.gif, videos.gif_bytes(frames))

@@ -219,6 +219,11 @@ class DqnAlgorithm(tf.Module):
     def loss(self, samples: Samples) -> Dict[str, tf.Tensor]:
         """Per-sample Huber TD loss of a minibatch (`[N]`)."""
         q_values, _ = self.q_net(samples["observation"], training=True)
+        return self._td_terms(q_values, samples)
+
+    @staticmethod
+    def _td_terms(q_values, samples: Samples) -> Dict[str, tf.Tensor]:
+        """`[N, actions]` Q values -> the per-sample TD terms of the actions taken."""
         q = tf.gather(q_values, samples["action"], batch_dims=1)
         td_error = samples["target"] - q
         return dict(loss=huber(td_error), td_error=tf.abs(td_error), q_value=q)

@@ -134,6 +134,19 @@ def gaussian_projection(initial_action_std: float):
         std_bias_initializer_value=float(np.log(np.expm1(initial_action_std))))
 
 
+def actor_network(observation_spec, action_spec, fc_layers: Sequence[int],
+                  activation: str = "tanh", conv_layers: ConvLayers = (),
+                  observation_scale: float = 1.0, initial_action_std: float = 0.35):
+    """A feed-forward tf-agents `ActorDistributionNetwork`: categorical for discrete
+    actions, a Gaussian (`gaussian_projection`) for `Box` ones. Arguments as for
+    `actor_and_value_networks`; its variables are made on first call."""
+    return actor_distribution_network.ActorDistributionNetwork(
+        observation_spec, action_spec, fc_layer_params=tuple(fc_layers),
+        activation_fn=tf.keras.activations.get(activation),
+        continuous_projection_net=gaussian_projection(initial_action_std),
+        **encoder_args(observation_spec, conv_layers, observation_scale))
+
+
 def actor_and_value_networks(observation_spec, action_spec,
                              actor_fc_layers: Sequence[int],
                              value_fc_layers: Sequence[int],
@@ -184,9 +197,8 @@ def actor_and_value_networks(observation_spec, action_spec,
             lstm_size=tuple(lstm_size), output_fc_layer_params=(), activation_fn=act_fn,
             **encoder())
     else:
-        actor_net = actor_distribution_network.ActorDistributionNetwork(
-            observation_spec, action_spec, fc_layer_params=tuple(actor_fc_layers),
-            activation_fn=act_fn, continuous_projection_net=projection, **encoder())
+        actor_net = actor_network(observation_spec, action_spec, actor_fc_layers, activation,
+                                  conv_layers, observation_scale, initial_action_std)
         if shared_torso:  # tf-agents keeps the actor's encoder in `_encoder`
             value_net = SharedTorsoValueNetwork(observation_spec, actor_net._encoder)  # pylint: disable=protected-access
         else:

@@ -12,7 +12,9 @@ from typing import Any, Callable, Dict, NamedTuple, Optional
 
 import tensorflow as tf
 
+from alf_async.batches.dataset import DatasetBatches
 from alf_async.batches.fresh import FreshBatches
+from alf_async.batches.hybrid import HybridBatches
 from alf_async.batches.prioritized import PrioritizedReplayBatches
 from alf_async.batches.uniform import UniformReplayBatches
 
@@ -30,6 +32,7 @@ class SourceNeeds(NamedTuple):
         pace: `pacing.Lockstep` or `pacing.FreeRunning`.
         seed: seeds sampling (None: random).
         replay_dir: where a replay buffer keeps its content (None: nowhere).
+        env_name: the run's env id (a dataset of another env is refused).
     """
     collector: Any
     algorithm: Any
@@ -39,6 +42,7 @@ class SourceNeeds(NamedTuple):
     pace: Any
     seed: Optional[int]
     replay_dir: Optional[str]
+    env_name: Optional[str] = None
 
 
 class Source(NamedTuple):
@@ -63,10 +67,23 @@ def _prioritized(needs: SourceNeeds) -> PrioritizedReplayBatches:
                                     lambda: int(needs.env_steps), needs.replay_dir)
 
 
+def _dataset(needs: SourceNeeds) -> DatasetBatches:
+    return DatasetBatches(needs.collector.queues.learn_queue.spec, needs.algorithm,
+                          needs.env_name, needs.seed)
+
+
+def _hybrid(needs: SourceNeeds) -> HybridBatches:
+    return HybridBatches(needs.collector.queues.learn_queue.spec, needs.algorithm,
+                         needs.collector.coord.should_stop, needs.replay_dir, needs.env_name,
+                         needs.seed)
+
+
 SOURCES: Dict[str, Source] = {
     "one_time": Source(FreshBatches, _fresh),
     "uniform": Source(UniformReplayBatches, _uniform),
     "prioritized": Source(PrioritizedReplayBatches, _prioritized),
+    "dataset": Source(DatasetBatches, _dataset),
+    "hybrid": Source(HybridBatches, _hybrid),
 }
 
 

@@ -17,22 +17,26 @@ from alf_async.experience import LogRecord, unroll_trajectory
 class LogThread(DriverThread):
     """Turns the log queue's records into `EpisodeStats`, observer calls and metrics.
 
-    With observers or metrics the records are whole unrolls: each observer is
-    called with the unroll's `[B, T]` tf-agents `Trajectory`
-    (`experience.unroll_trajectory`), then the `StepMetrics` are updated.
+    With observers, metrics or a recorder the records are whole unrolls: the
+    recorder gets the numpy `Unroll`, each observer the unroll's `[B, T]`
+    tf-agents `Trajectory` (`experience.unroll_trajectory`), then the
+    `StepMetrics` are updated.
     """
 
     def __init__(self, name: str, coord: tf.train.Coordinator, queues: TFQueues,
                  stats: EpisodeStats, observers: Sequence[Callable] = (),
-                 metrics: Optional[StepMetrics] = None):
+                 metrics: Optional[StepMetrics] = None, recorder=None):
         super().__init__(name, coord, queues.close_all)
         self._queues = queues
         self.stats = stats
         self._observers = list(observers)
         self._metrics = metrics
+        self._recorder = recorder
 
     def _step(self) -> None:
-        record = self._queues.log_queue.dequeue()
+        record = to_numpy(self._queues.log_queue.dequeue())
+        if self._recorder is not None:
+            self._recorder.add(record)
         if self._queues.logs_unrolls:
             trajectory = unroll_trajectory(record)
             for observer in self._observers:
@@ -41,7 +45,6 @@ class LogThread(DriverThread):
                 self._metrics(trajectory, record.env_id)
             time_step = record.experience.time_step
             record = LogRecord(time_step.reward, time_step.step_type, record.env_id)
-        record = to_numpy(record)
         self.stats.update(record.reward, record.step_type, int(record.env_id))
 
 
@@ -60,7 +63,8 @@ class Collector:
     """
 
     def __init__(self, collection, learn_queue_cap: int, observers: Sequence[Callable] = (),
-                 permits_per_env: int = 0, stats: Optional[EpisodeStats] = None):
+                 permits_per_env: int = 0, stats: Optional[EpisodeStats] = None,
+                 recorder=None):
         """
         Args:
             collection: gives `specs`, `queue_sizes()`, `threads(coord,
@@ -74,6 +78,8 @@ class Collector:
             permits_per_env: deterministic mode: unroll permits per env.
             stats: the episode statistics the log thread keeps (None: an
                 `EpisodeStats` of every stream, as gin configures it).
+            recorder: `add(numpy Unroll)`, called in the log thread with every
+                unroll, and `close()` (`close_recorder()`); None: nothing records.
         """
         metrics = [o for o in observers if isinstance(o, tf_metric.TFStepMetric)]
         observers = [o for o in observers if not isinstance(o, tf_metric.TFStepMetric)]
@@ -84,12 +90,13 @@ class Collector:
         self.stats = stats if stats is not None else EpisodeStats(streams, batch_size)
         self.queues = TFQueues(**collection.queue_sizes(), learn_queue_cap=learn_queue_cap,
                                request_spec=request, reply_spec=reply, unroll_spec=unroll,
-                               log_spec=unroll if observers or metrics else log,
+                               log_spec=unroll if observers or metrics or recorder else log,
                                permits_per_env=permits_per_env)
         self.coord = tf.train.Coordinator()
         self.threads = [*collection.threads(self.coord, self.queues),
                         LogThread("LogThread", self.coord, self.queues, self.stats,
-                                  observers, self.metrics)]
+                                  observers, self.metrics, recorder)]
+        self._recorder = recorder
         self.compile_seconds = {}  # thread name -> seconds its prepare() took
         self._others = []  # threads of others (a batch source's, a prefetch thread)
         self._started = False
@@ -167,6 +174,12 @@ class Collector:
             logging.debug("Thread error already raised by get_training_exps()")
         finally:
             self._report_stragglers(joined, grace_secs)
+
+    def close_recorder(self) -> None:
+        """Closes the recorder (once the log thread stopped); idempotent."""
+        recorder, self._recorder = self._recorder, None
+        if recorder is not None:
+            recorder.close()
 
     @staticmethod
     def _report_stragglers(threads: Sequence[DriverThread], grace_secs: float) -> None:

@@ -7,43 +7,10 @@ difference (or goes to a new cell, `--new_cell`); the report refuses a seed
 whose operative gin config contradicts one of its cell's bindings.
 """
 
-import hashlib
 import os
-import subprocess
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Sequence
 
-from alf_async.config import gin_bindings
-
-
-
-def gin_digests(gin_files: Sequence[str]) -> Tuple[Optional[str], ...]:
-    """The sha256 of each gin file's content (its includes are not followed; None
-    for a file that is not there: the commands check that before)."""
-    digests = []
-    for path in gin_files:
-        try:
-            with open(path, "rb") as f:
-                digests.append(hashlib.sha256(f.read()).hexdigest())
-        except FileNotFoundError:
-            digests.append(None)
-    return tuple(digests)
-
-
-def project_version() -> Optional[str]:
-    """The git commit of the checkout this package runs from (`+dirty` with local
-    changes), or None where it is not a git checkout."""
-    source = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    if not os.path.isdir(os.path.join(source, ".git")):
-        return None
-    try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=source, capture_output=True,
-                                text=True, timeout=10, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
-                               cwd=source, capture_output=True, text=True, timeout=10,
-                               check=True).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return commit + ("+dirty" if dirty else "")
+from alf_async.config import gin_bindings, gin_digests, project_version, run_tags  # noqa: F401
 
 
 def differences(saved: Dict, new: Dict) -> List[str]:
@@ -87,11 +54,3 @@ def operative_mismatches(operative_text: str, bindings: Sequence[str]) -> List[s
             if key in ran and _plain(value) and _plain(ran[key]) and ran[key] != value:
                 found.append(f"{binding} (ran with {ran[key]!r})")
     return found
-
-
-def run_tags(root_dir: str, gin_files: Sequence[str]) -> Dict[str, str]:
-    """A run's provenance as a tracker's tags, the same a cell's `cell.json` holds: the
-    commit, the gin files with their sha256, and the run's root_dir."""
-    return {"commit": project_version() or "unknown", "gin_files": ",".join(gin_files),
-            "gin_sha256": ",".join(d or "missing" for d in gin_digests(gin_files)),
-            "root_dir": os.path.abspath(root_dir)}

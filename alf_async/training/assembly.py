@@ -71,7 +71,21 @@ def run_settings(run: Optional[RunSettings] = None) -> Settings:
         env=EnvSettings(**configured(create_environment, _fields(EnvSettings))))
 
 
-def build(settings: Optional[RunSettings] = None, root_dir: Optional[str] = None):
+def _recorder(settings: RunSettings, env_name: str, algorithm, learner, worker: int,
+              provenance: Optional[dict]):
+    """The run's `EpisodeRecorder` (`train.record_dataset`; the chief's alone), or None."""
+    if not settings.record_dataset or worker:
+        return None
+    from alf_async.datasets.recorder import open_recorder  # pylint: disable=import-outside-toplevel
+    final = lambda: {"weights_digest": learner.weights_digest(),
+                     "policy_version": int(learner.train_step.numpy())}
+    return open_recorder(settings.record_dataset, env_name,
+                         algorithm.time_step_spec.observation, algorithm.action_spec,
+                         dict(kind="train", **(provenance or {})), final)
+
+
+def build(settings: Optional[RunSettings] = None, root_dir: Optional[str] = None,
+          provenance: Optional[dict] = None):
     """Builds the algorithm, learner, driver and learner loop from the gin configuration.
 
     `settings` gives the algorithm, the seed and the serve port (None: gin's
@@ -81,6 +95,8 @@ def build(settings: Optional[RunSettings] = None, root_dir: Optional[str] = None
     (None: nowhere) go a replay buffer saved with `ReplayBuffer.save_buffer`
     (`replay/`; a worker of a multi-worker learner other than the chief adds
     `_worker<i>`) and the stacks of a learner's stalls (`stalls/`).
+    `provenance` (the run's commit, gin files and settings) goes into the
+    metadata of a dataset recorded with `train.record_dataset`.
 
     Returns:
         `(algorithm, learner, driver, loop)`; the driver is not started.
@@ -106,8 +122,11 @@ def build(settings: Optional[RunSettings] = None, root_dir: Optional[str] = None
         remote = functools.partial(ReverbService, variables=algorithm.variables,
                                    version=learner.train_step, port=serve_port,
                                    secret=run_secret.for_learner(root_dir))
+    env_name = configured(create_environment, ["env_name"])["env_name"]
+    recorder = _recorder(settings, env_name, algorithm, learner, worker, provenance)
     driver = AsyncOffPolicyDriver(env_factory, algorithm, learner.counters, seed=seed,
-                                  remote=remote, replay_dir=replay_dir)
+                                  remote=remote, replay_dir=replay_dir, env_name=env_name,
+                                  recorder=recorder)
     learner.check_batch_shape(*driver.learn_batch_shape)
     loop = LearnerLoop(learner, driver.feed,
                        stacks_dir=root_dir and os.path.join(root_dir, "stalls"),

@@ -1,7 +1,7 @@
 """Greedy evaluation episodes and the exported policy."""
 
 import os
-from typing import Callable, Tuple
+from typing import Callable, Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -32,7 +32,7 @@ def episodes_summary(played: np.ndarray) -> str:
 
 
 def play_episodes(policy_fn: Callable, env, num_episodes: int,
-                  max_steps: int = 100_000) -> np.ndarray:
+                  max_steps: int = 100_000, observe: Optional[Callable] = None) -> np.ndarray:
     """Runs `num_episodes` episodes on a batched env; returns `[n, 2]`: each finished
     episode's return and length.
 
@@ -46,6 +46,10 @@ def play_episodes(policy_fn: Callable, env, num_episodes: int,
         num_episodes: episodes to average.
         max_steps: bound on env steps, in case a policy never ends an episode;
             reaching it averages the episodes finished by then (with a warning).
+        observe: `(time_step [B], action [B], counted [B] bool)`, called with
+            every step and the action taken from it; `counted` marks the
+            sub-envs whose step belongs to a counted episode (a recorder keeps
+            exactly the episodes averaged).
     """
     batch_size = env.batch_size
     quota = np.full(batch_size, num_episodes // batch_size)
@@ -54,8 +58,11 @@ def play_episodes(policy_fn: Callable, env, num_episodes: int,
     returns = np.zeros(batch_size)
     lengths = np.zeros(batch_size, np.int64)
     finished = []
+    counted = np.zeros(batch_size, bool)  # sub-envs whose counted episode just ended
     for _ in range(max_steps):
         action = np.asarray(policy_fn(time_step.observation, time_step.step_type))
+        if observe is not None:
+            observe(time_step, action, (quota > 0) | counted)
         time_step = env.step(action)
         playing = time_step.step_type != ts.StepType.FIRST
         returns += np.where(playing, time_step.reward, 0.0)
@@ -68,6 +75,8 @@ def play_episodes(policy_fn: Callable, env, num_episodes: int,
         lengths[last] = 0
         if not quota.any():
             break
+    if observe is not None:  # the last counted episodes' LAST steps (their action unused)
+        observe(time_step, action, counted)
     if not finished:
         raise RuntimeError(f"No episode finished within max_steps={max_steps}")
     if quota.any():

@@ -18,7 +18,7 @@ from alf_async.training import checkpoints, promotion
 
 from alf_async.training.assembly import build, run_settings
 from alf_async.training.settings import RunSettings, Settings, write_settings
-from alf_async.config import check_writable
+from alf_async.config import check_writable, parsed_gin_files, run_tags
 from alf_async.learning.devices import worker_index
 from alf_async.training.signals import SignalStop
 from alf_async.training.videos import EvalVideo
@@ -68,9 +68,11 @@ def _finished(root_dir: str, budget: Budget) -> Optional[dict]:
 
 def _build_touches_the_run(settings: Settings) -> bool:
     """Whether building reads the run's state (a replay buffer kept on disk,
-    `ReplaySettings.keeps_state`) or binds a port (a multi-worker learner's,
-    from `TF_CONFIG`): a warm spare then builds only once promoted."""
-    return bool(os.environ.get("TF_CONFIG")) or settings.replay.keeps_state
+    `ReplaySettings.keeps_state`; a dataset it records into) or binds a port (a
+    multi-worker learner's, from `TF_CONFIG`): a warm spare then builds only once
+    promoted."""
+    return (bool(os.environ.get("TF_CONFIG")) or settings.replay.keeps_state
+            or bool(settings.run.record_dataset))
 
 
 def _build(settings: Settings, root_dir: str, timeline: Timeline):
@@ -82,7 +84,9 @@ def _build(settings: Settings, root_dir: str, timeline: Timeline):
     """
     if _build_touches_the_run(settings):
         promotion.await_promotion()
-    built = build(settings.run, root_dir)
+    provenance = dict(run_tags(root_dir, parsed_gin_files()),
+                      run_settings=settings.to_json())
+    built = build(settings.run, root_dir, provenance)
     if promotion.pending():
         timeline.mark("build ahead")
         _, learner, driver, _ = built

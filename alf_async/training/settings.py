@@ -57,6 +57,9 @@ class RunSettings:
         serve_port: collect with actor processes (`python -m alf_async.actor
             --server=THIS_HOST:PORT`) through a Reverb server on this port
             (0: a free one) instead of env threads here (None).
+        record_dataset: write every episode collected (by env threads or
+            actor processes) into this RLDS dataset directory (None: none;
+            the `[datasets]` extra). A resumed run appends to its own.
     """
     algorithm_class: Callable = PPOAlgorithm
     num_iterations: Optional[int] = None
@@ -74,6 +77,7 @@ class RunSettings:
     num_eval_episodes: int = 10
     eval_video_interval: int = 0
     serve_port: Optional[int] = None
+    record_dataset: Optional[str] = None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -30,7 +30,8 @@ def test_a_new_kind_of_source_is_one_entry_that_the_driver_builds_by_name(monkey
 def test_an_unknown_name_lists_every_registered_one(monkeypatch):
     monkeypatch.setitem(SOURCES, "n_step", Source(object, lambda needs: None))
     with pytest.raises(ValueError, match=r"^AsyncOffPolicyDriver.exp_replayer must be one of "
-                       r"'one_time', 'uniform', 'prioritized', 'n_step', got 'nstep'$"):
+                       r"'one_time', 'uniform', 'prioritized', 'dataset', 'hybrid', 'n_step', "
+                       r"got 'nstep'$"):
         registry.check_name("nstep")
 
 

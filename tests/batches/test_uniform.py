@@ -58,7 +58,8 @@ def test_uniform_replay_batches_are_windows_of_one_sub_env_with_the_settings_rat
 
 @pytest.mark.parametrize("kwargs, message", [
     (dict(exp_replayer="priority"),
-     "exp_replayer must be one of 'one_time', 'uniform', 'prioritized', got 'priority'"),
+     "exp_replayer must be one of 'one_time', 'uniform', 'prioritized', 'dataset', 'hybrid', "
+     "got 'priority'"),
     (dict(exp_replayer="prioritized"),
      "exp_replayer='prioritized' wants the per-item loss term 'td_error' back after each "
      "update, which CountingPolicy's loss does not supply"),

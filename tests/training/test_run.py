@@ -745,7 +745,7 @@ def test_a_spare_promoted_while_it_built_becomes_its_command_once(monkeypatch):
         def mark(self, name):
             calls.append(name)
 
-    settings = types.SimpleNamespace(run=None)
+    settings = types.SimpleNamespace(run=None, to_json=dict)
     built = run_lib._build(settings, "/nowhere", _Timeline())  # pylint: disable=protected-access
     assert built[1:3] == ("learner", "driver")
     assert calls == ["become"]  # no warm-up: it was promoted already

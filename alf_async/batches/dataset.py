@@ -1,0 +1,149 @@
+"""`DatasetBatches`: learn batches sampled from an RLDS dataset (offline learning),
+and `DatasetSampler`, the windows they are made of (hybrid learning shares it)."""
+
+from typing import Optional
+
+import gin
+import numpy as np
+import tensorflow as tf
+from tf_agents.trajectories import time_step as ts
+
+from alf_async.datasets.reader import SETTING, load_steps
+from alf_async.datasets.windows import EpochWindows
+from alf_async.experience import Experience, LearnBatch
+
+OFFLINE_ENV_ID = -1  # the env id of a dataset's windows in a learn batch
+
+
+class DatasetSampler:
+    """Windows of a dataset's steps, shaped as replay's: `[S, n, 1, ...]`.
+
+    Thread-safety: one thread at a time.
+
+    Attributes:
+        steps: the `reader.Steps` held in memory.
+        windows: their `EpochWindows`.
+    """
+
+    def __init__(self, dataset_dir: Optional[str], unroll_spec, algorithm, sequence_length: int,
+                 env_name: Optional[str] = None, seed=None):
+        """
+        Args:
+            dataset_dir: the RLDS dataset's directory.
+            unroll_spec: the driver's unroll spec (the dtypes batches are cast to).
+            algorithm: its specs are checked against the dataset's; a
+                recurrent one is refused (a dataset holds no policy states).
+            sequence_length: n, steps per window (each with the one after it).
+            env_name: the run's env id (a dataset of another env is refused).
+            seed: seeds the windows' order.
+
+        Raises:
+            ValueError: no `dataset_dir`, a recurrent algorithm, or a dataset that
+                does not fit the run (`reader.load_steps`; one line).
+        """
+        if not dataset_dir:
+            raise ValueError(f"{SETTING} is needed to learn from a dataset")
+        if algorithm.recurrent:
+            raise ValueError(f"{SETTING}: {type(algorithm).__name__} is recurrent and needs "
+                             f"stored policy states, which a dataset does not hold")
+        self._spec = unroll_spec.experience
+        self.steps = load_steps(dataset_dir, algorithm.time_step_spec.observation,
+                                algorithm.action_spec, env_name)
+        self.windows = EpochWindows(self.steps.fields["step_type"], self.steps.episode_last,
+                                    sequence_length, seed)
+        self.sequence_length = sequence_length
+
+    def _time_steps(self, rows: np.ndarray) -> ts.TimeStep:
+        fields, spec = self.steps.fields, self._spec.time_step
+        cast = lambda key, s: tf.constant(fields[key][rows], s.dtype)
+        return ts.TimeStep(step_type=cast("step_type", spec.step_type),
+                           reward=cast("reward", spec.reward),
+                           discount=cast("discount", spec.discount),
+                           observation=cast("observation", spec.observation))
+
+    def sample(self, count: int) -> LearnBatch:
+        """`count` windows: experience `[count, n, 1, ...]`, bootstrap `[count, 1, ...]`,
+        env ids `OFFLINE_ENV_ID`, no env steps."""
+        rows = self.windows.draw(count)[:, :, None]  # [S, n + 1, 1]
+        window, after = rows[:, :-1], rows[:, -1]
+        fields, spec = self.steps.fields, self._spec
+        experience = Experience(
+            time_step=self._time_steps(window),
+            action=tf.constant(fields["action"][window], spec.action.dtype),
+            log_prob=tf.constant(fields["log_prob"][window], spec.log_prob.dtype),
+            policy_state=(),
+            policy_version=tf.constant(fields["policy_version"][window],
+                                       spec.policy_version.dtype))
+        return LearnBatch(experience, self._time_steps(after),
+                          tf.fill([count], OFFLINE_ENV_ID), 0)
+
+    def describe(self) -> str:
+        return (f"windows of {self.sequence_length} of {len(self.steps.episode_last)} dataset "
+                f"steps ({self.steps.num_episodes} episodes)")
+
+
+@gin.configurable(module="alf_async")
+class DatasetBatches:
+    """Every learn batch is windows of an RLDS dataset's steps: offline learning.
+
+    No env step is learnt from (each batch's `env_steps` is 0): bound the run
+    with `train.num_iterations`; evaluation still plays the env. Every step
+    that is not LAST starts one window an epoch (`EpochWindows`).
+
+    Thread-safety: `next()` by one thread at a time; the rest by the trainer's.
+    """
+
+    NAME = "dataset"  # its `exp_replayer`
+    weighted = False
+    wants_back = ()
+
+    def __init__(self, unroll_spec, algorithm, env_name: Optional[str] = None, seed=None,
+                 dataset_dir: Optional[str] = None, batch_size: int = 256,
+                 sequence_length: int = 1):
+        """
+        Args:
+            unroll_spec, algorithm, env_name, seed: as `DatasetSampler`'s (the
+                driver passes them).
+            dataset_dir: the RLDS dataset's directory (TFDS's, e.g. one that
+                `train.record_dataset` or `play --record_dataset` wrote).
+            batch_size: windows per learn batch.
+            sequence_length: steps per window (DQN's n; 1: single transitions).
+
+        Raises:
+            ValueError: a bad size, or a dataset that does not fit (one line).
+        """
+        if not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
+            raise ValueError(f"DatasetBatches.batch_size must be an integer >= 1, got "
+                             f"{batch_size!r}")
+        self.sampler = DatasetSampler(dataset_dir, unroll_spec, algorithm, sequence_length,
+                                      env_name, seed)
+        self.batch_size = batch_size
+
+    def shape(self, unused_unroll_length: int, unused_batch_size: int) -> tuple:
+        """`(batch_size, sequence_length, 1)`."""
+        return self.batch_size, self.sampler.sequence_length, 1
+
+    def threads(self, coord, queues) -> list:
+        """None: nothing is collected for learning."""
+        return []
+
+    def next(self, unused_updates_ahead: int = 0) -> LearnBatch:
+        return self.sampler.sample(self.batch_size)
+
+    def after_update(self, batch, per_item) -> None:
+        """Nothing to learn from an update."""
+
+    def describe(self, unused_env_steps: int) -> str:
+        return f"offline: {self.batch_size} {self.sampler.describe()}"
+
+    def summaries(self) -> dict:
+        return {"dataset/epoch": float(self.sampler.windows.epoch)}
+
+    def diagnose(self) -> str:
+        return ""
+
+    def save(self) -> None:
+        """Nothing to keep: the dataset is on disk."""
+
+    def close(self) -> None:
+        """Nothing to release."""
