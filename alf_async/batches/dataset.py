@@ -71,7 +71,9 @@ class DatasetSampler:
             time_step=self._time_steps(window),
             action=tf.constant(fields["action"][window], spec.action.dtype),
             log_prob=tf.constant(fields["log_prob"][window], spec.log_prob.dtype),
-            policy_state=(),
+            policy_state=tf.nest.map_structure(  # feed-forward: never read
+                lambda s: tf.zeros([count, len(window[0]), 1, *s.shape[2:]], s.dtype),
+                spec.policy_state),
             policy_version=tf.constant(fields["policy_version"][window],
                                        spec.policy_version.dtype))
         return LearnBatch(experience, self._time_steps(after),

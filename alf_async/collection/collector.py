@@ -176,10 +176,16 @@ class Collector:
             self._report_stragglers(joined, grace_secs)
 
     def close_recorder(self) -> None:
-        """Closes the recorder (once the log thread stopped); idempotent."""
+        """Gives the recorder the unrolls still on the log queue, then closes it (once
+        the log thread stopped, so that the last episodes collected are kept);
+        idempotent."""
         recorder, self._recorder = self._recorder, None
-        if recorder is not None:
-            recorder.close()
+        if recorder is None:
+            return
+        log_queue = self.queues.log_queue
+        while int(log_queue.size()) > 0:  # closed: what it holds can still be taken
+            recorder.add(to_numpy(log_queue.dequeue()))
+        recorder.close()
 
     @staticmethod
     def _report_stragglers(threads: Sequence[DriverThread], grace_secs: float) -> None:
