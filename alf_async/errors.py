@@ -9,8 +9,10 @@ and prints it.
 """
 
 import contextlib
+import logging
 import sys
 import threading
+import time
 from typing import Callable, Tuple
 
 import tensorflow as tf
@@ -51,16 +53,73 @@ def stop_with_error(coord: tf.train.Coordinator, close_queues: Callable[[], None
     close_queues()
 
 
+class _Alarms:
+    """One daemon thread that calls each armed alarm's function once its time is up.
+
+    The learner arms an alarm around every wait for data (a starvation
+    watchdog, a stall warning): a `threading.Timer` each time started a thread
+    per learner iteration, about 1 ms of a busy 2-core machine's time
+    (`tools/datasets_benchmark.py`). Arming here takes a lock; the thread is
+    woken only for an alarm due before its next planned wake-up.
+
+    Thread-safety: `arm()` and `disarm()` from any thread.
+    """
+
+    IDLE_SECS = 1.0  # the thread's longest sleep
+
+    def __init__(self):
+        self._cond = threading.Condition()
+        self._due = {}  # token -> (deadline, fire, args)
+        self._wake_at = float("inf")  # when the thread wakes next
+        self._next_token = 0
+        self._thread = None
+
+    def arm(self, seconds: float, fire: Callable, args) -> int:
+        with self._cond:
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="alarms", daemon=True)
+                self._thread.start()
+            self._next_token += 1
+            deadline = time.monotonic() + seconds
+            self._due[self._next_token] = (deadline, fire, args)
+            if deadline < self._wake_at:
+                self._cond.notify()
+            return self._next_token
+
+    def disarm(self, token: int) -> None:
+        with self._cond:
+            self._due.pop(token, None)
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                now = time.monotonic()
+                fired = [token for token, (deadline, _, _) in self._due.items()
+                         if deadline <= now]
+                calls = [self._due.pop(token)[1:] for token in fired]
+                if not calls:
+                    self._wake_at = min([d for d, _, _ in self._due.values()]
+                                        + [now + self.IDLE_SECS])
+                    self._cond.wait(self._wake_at - now)
+                    continue
+            for fire, args in calls:  # outside the lock: a call may arm or disarm
+                try:
+                    fire(*args)
+                except Exception:  # pylint: disable=broad-except
+                    logging.exception("An alarm's call failed")
+
+
+_ALARMS = _Alarms()
+
+
 @contextlib.contextmanager
 def fires_after(seconds: float, fire: Callable, *args):
-    """Calls `fire(*args)` from a timer thread if the block lasts `seconds`."""
-    timer = threading.Timer(seconds, fire, args=args)
-    timer.daemon = True
-    timer.start()
+    """Calls `fire(*args)` from the alarm thread if the block lasts `seconds`."""
+    token = _ALARMS.arm(seconds, fire, args)
     try:
         yield
     finally:
-        timer.cancel()
+        _ALARMS.disarm(token)
 
 
 class StarvationWatchdog:

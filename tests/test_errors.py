@@ -82,3 +82,19 @@ def test_a_contract_is_read_off_its_protocol_and_a_missing_member_is_named():
         check_contract(Half(), Source, "a source")
     Half.close = lambda self: None
     check_contract(Half(), Source, "a source")
+
+
+def test_alarms_fire_once_when_due_never_when_disarmed_and_start_no_thread_each():
+    from alf_async.errors import fires_after  # pylint: disable=import-outside-toplevel
+    fired, threads = [], threading.active_count()
+    for _ in range(200):  # disarmed in time: nothing fires, no thread per arm
+        with fires_after(5.0, fired.append, "late"):
+            pass
+    assert threading.active_count() <= threads + 1
+    start = time.monotonic()
+    with fires_after(0.05, fired.append, "due"):
+        with fires_after(0.2, lambda: 1 / 0):  # a failing call does not stop the others
+            time.sleep(0.3)
+        with fires_after(0.05, fired.append, "again"):
+            time.sleep(0.2)
+    assert fired == ["due", "again"] and time.monotonic() - start < 1.0

@@ -52,32 +52,38 @@ class DatasetSampler:
         self.windows = EpochWindows(self.steps.fields["step_type"], self.steps.episode_last,
                                     sequence_length, seed)
         self.sequence_length = sequence_length
+        spec = self._spec
+        dtypes = dict(step_type=spec.time_step.step_type.dtype, reward=spec.time_step.reward.dtype,
+                      discount=spec.time_step.discount.dtype,
+                      observation=spec.time_step.observation.dtype, action=spec.action.dtype,
+                      log_prob=spec.log_prob.dtype, policy_version=spec.policy_version.dtype)
+        self._fields = {key: tf.constant(self.steps.fields[key], dtype)
+                        for key, dtype in dtypes.items()}
+        self._gather_fn = tf.function(self._gather, autograph=False)
 
-    def _time_steps(self, rows: np.ndarray) -> ts.TimeStep:
-        fields, spec = self.steps.fields, self._spec.time_step
-        cast = lambda key, s: tf.constant(fields[key][rows], s.dtype)
-        return ts.TimeStep(step_type=cast("step_type", spec.step_type),
-                           reward=cast("reward", spec.reward),
-                           discount=cast("discount", spec.discount),
-                           observation=cast("observation", spec.observation))
+    def _gather(self, window, after) -> tuple:
+        """`[S, n, 1]` and `[S, 1]` step indices -> `(experience, bootstrap)` (TF ops
+        on the dataset held as constants: the copy runs outside the GIL)."""
+        fields, spec = self._fields, self._spec
+        take = lambda key, rows: tf.gather(fields[key], rows)
+        time_steps = lambda rows: ts.TimeStep(*[take(k, rows) for k in ts.TimeStep._fields])
+        shape = tf.shape(window)
+        experience = Experience(
+            time_step=time_steps(window), action=take("action", window),
+            log_prob=take("log_prob", window),
+            policy_state=tf.nest.map_structure(  # feed-forward: never read
+                lambda s: tf.zeros(tf.concat([shape, s.shape[2:]], 0), s.dtype),
+                spec.policy_state),
+            policy_version=take("policy_version", window))
+        return experience, time_steps(after)
 
     def sample(self, count: int) -> LearnBatch:
         """`count` windows: experience `[count, n, 1, ...]`, bootstrap `[count, 1, ...]`,
         env ids `OFFLINE_ENV_ID`, no env steps."""
         rows = self.windows.draw(count)[:, :, None]  # [S, n + 1, 1]
-        window, after = rows[:, :-1], rows[:, -1]
-        fields, spec = self.steps.fields, self._spec
-        experience = Experience(
-            time_step=self._time_steps(window),
-            action=tf.constant(fields["action"][window], spec.action.dtype),
-            log_prob=tf.constant(fields["log_prob"][window], spec.log_prob.dtype),
-            policy_state=tf.nest.map_structure(  # feed-forward: never read
-                lambda s: tf.zeros([count, len(window[0]), 1, *s.shape[2:]], s.dtype),
-                spec.policy_state),
-            policy_version=tf.constant(fields["policy_version"][window],
-                                       spec.policy_version.dtype))
-        return LearnBatch(experience, self._time_steps(after),
-                          tf.fill([count], OFFLINE_ENV_ID), 0)
+        experience, bootstrap = self._gather_fn(tf.constant(rows[:, :-1]),
+                                                tf.constant(rows[:, -1]))
+        return LearnBatch(experience, bootstrap, tf.fill([count], OFFLINE_ENV_ID), 0)
 
     def describe(self) -> str:
         return (f"windows of {self.sequence_length} of {len(self.steps.episode_last)} dataset "

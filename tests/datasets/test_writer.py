@@ -1,0 +1,29 @@
+import numpy as np
+import pytest
+import tensorflow as tf
+from tensorflow_datasets.core import example_serializer
+
+from alf_async.datasets.rlds_format import to_rlds
+from alf_async.datasets.writer import RldsWriter
+from dataset_fakes import ACTION_SPEC, OBSERVATION_SPEC, episode
+
+
+@pytest.mark.parametrize("length", [2, 37])
+def test_an_episodes_record_is_the_one_tfds_serializer_makes(tmp_path, length):
+    writer = RldsWriter(str(tmp_path / "ds"), OBSERVATION_SPEC, ACTION_SPEC, {})
+    steps = to_rlds(episode(length, True, 3))
+    tfds_serializer = example_serializer.ExampleSerializer(
+        writer.info.features.get_serialized_info())
+    theirs = tf.train.Example.FromString(tfds_serializer.serialize_example(writer.encode(steps)))
+    ours = tf.train.Example.FromString(writer.serialize(steps))
+    assert ours == theirs
+    assert sorted(ours.features.feature) == sorted(f"steps/{k}" for k in steps)
+
+
+def test_steps_of_another_shape_are_refused(tmp_path):
+    writer = RldsWriter(str(tmp_path / "ds"), OBSERVATION_SPEC, ACTION_SPEC, {})
+    steps = to_rlds(episode(4, True, 0))
+    steps["observation"] = np.zeros((4, 3), np.float32)
+    with pytest.raises(ValueError, match=r"an episode's observation has steps of shape \(3,\), "
+                       r"the dataset's are \(2,\)"):
+        writer.write([steps])
