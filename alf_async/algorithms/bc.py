@@ -84,11 +84,9 @@ class BcAlgorithm(tf.Module):
         Returns:
             `(action, (), log_prob)`.
         """
-        dist, _ = self.actor_net(observation, step_type=step_type, network_state=(),
-                                 training=False)
-        action = dist.mode() if greedy else dist.sample(seed=seed)
-        action = tf.cast(action, self.action_spec.dtype)
-        return action, policy_state, dist.log_prob(action)
+        action, log_prob = networks.policy_action(self.actor_net, observation, step_type,
+                                                  greedy, seed)
+        return tf.cast(action, self.action_spec.dtype), policy_state, log_prob
 
     # ---- ALGO LOGIC: what BC computes from a batch (preprocess, loss) ----
     def preprocess(self, experience, bootstrap) -> Samples:

@@ -134,6 +134,14 @@ def gaussian_projection(initial_action_std: float):
         std_bias_initializer_value=float(np.log(np.expm1(initial_action_std))))
 
 
+def policy_action(actor_net, observation, step_type, greedy: bool, seed=None):
+    """`(action, log_prob)` of a feed-forward actor distribution network for `[N, ...]`
+    observations: its mode (`greedy`) or a sample (`seed`: a stateless one's)."""
+    dist, _ = actor_net(observation, step_type=step_type, network_state=(), training=False)
+    action = dist.mode() if greedy else dist.sample(seed=seed)
+    return action, dist.log_prob(action)
+
+
 def actor_network(observation_spec, action_spec, fc_layers: Sequence[int],
                   activation: str = "tanh", conv_layers: ConvLayers = (),
                   observation_scale: float = 1.0, initial_action_std: float = 0.35):

@@ -124,10 +124,9 @@ class SacAlgorithm(tf.Module):
         Returns:
             `(action, (), log_prob)`.
         """
-        dist, _ = self.actor_net(observation, step_type=step_type, network_state=(),
-                                 training=False)
-        action = dist.mode() if greedy else dist.sample(seed=seed)
-        return action, policy_state, dist.log_prob(action)
+        action, log_prob = networks.policy_action(self.actor_net, observation, step_type,
+                                                  greedy, seed)
+        return action, policy_state, log_prob
 
     # ---- ALGO LOGIC: what SAC computes from a batch (preprocess, loss) ----
     def preprocess(self, experience, bootstrap) -> Samples:
