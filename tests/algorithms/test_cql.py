@@ -35,6 +35,7 @@ def _trained(algo, action, steps=150):
     return tf.constant(rng.normal(size=(256, 3)).astype(np.float32))
 
 
+@pytest.mark.slow
 def test_cql_dqn_holds_down_the_actions_the_data_never_took():
     """DQN leaves untaken actions' Q wherever they start; CQL pushes them below the taken
     action's (the regulariser is logsumexp_a Q - Q(s, a_data))."""
@@ -63,6 +64,7 @@ def test_cql_dqn_loss_adds_the_exact_gap():
     np.testing.assert_allclose(terms["loss"].numpy(), plain + 2.0 * gap, rtol=1e-5)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("algorithm_class", [SacAlgorithm, CqlSacAlgorithm])
 def test_cql_sac_values_the_datas_action_above_the_others(algorithm_class):
     tf.random.set_seed(4)

@@ -374,17 +374,29 @@ def test_unrolls_from_a_client_that_is_not_one_of_the_runs_actors_are_refused_an
         spec = driver.remote._unroll_spec  # pylint: disable=protected-access
         zeros = tf.nest.map_structure(lambda s: np.full(s.shape, 7, s.dtype.as_numpy_dtype),
                                       spec)
-        with foreign.trajectory_writer(num_keep_alive_refs=1) as writer:
-            for sequence in range(3):
-                writer.append(RemoteUnroll(zeros, np.int32(1), np.int64(1), np.int64(sequence),
-                                           np.int64(99)))
-                writer.create_item(UNROLLS, 1.0, tf.nest.map_structure(lambda c: c[-1],
-                                                                       writer.history))
-            writer.flush(timeout_ms=5000)
+        errors = []
+
+        def write_foreign_items():
+            """Blocks while the actor keeps the table full: written beside the taking."""
+            try:
+                with foreign.trajectory_writer(num_keep_alive_refs=1) as writer:
+                    for sequence in range(3):
+                        writer.append(RemoteUnroll(zeros, np.int32(1), np.int64(1),
+                                                   np.int64(sequence), np.int64(99)))
+                        writer.create_item(UNROLLS, 1.0, tf.nest.map_structure(
+                            lambda c: c[-1], writer.history))
+                    writer.flush(timeout_ms=30_000)
+            except Exception as error:  # pylint: disable=broad-except
+                errors.append(error)
+
+        foreign_writer = threading.Thread(target=write_foreign_items, daemon=True)
+        foreign_writer.start()
         deadline = time.time() + 30
         while driver.remote.registry.refused < 3:
             assert time.time() < deadline, "the foreign items were never read"
             taken += _take(driver, 1)
+        foreign_writer.join(timeout=30)
+        assert not foreign_writer.is_alive() and not errors, errors
         taken += _take(driver, 4)
         summaries = driver.summaries()
     finally:
