@@ -9,6 +9,7 @@ import hashlib
 import json
 import logging as std_logging
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -133,12 +134,26 @@ def extras_needed(path: str) -> List[str]:
 
 
 def config_summary(path: str) -> str:
-    """`name  first header line  [extras]` for the listing of shipped configs."""
-    with open(path) as f:
-        header = next((line.lstrip("# ").strip() for line in f if line.startswith("#")), "")
+    """`name  first sentence of the header  [extras]` for the listing of shipped configs."""
+    header = header_sentence(path)
     needs = extras_needed(path)
     return (f"{os.path.basename(path):30s} {header}"
             + (f"  [needs {', '.join(f'.[{e}]' for e in needs)}]" if needs else ""))
+
+
+def header_sentence(path: str) -> str:
+    """The first sentence of a gin file's header comment (which may span lines; it
+    ends before an indented command line or the first line that is no comment)."""
+    lines = []
+    with open(path) as f:
+        for line in f:
+            text = line.lstrip("#").strip()
+            if not line.startswith("#") or line.startswith("#  ") or not text:
+                break
+            lines.append(text)
+    header = " ".join(lines)
+    end = re.search(r"(?<!e\.g)(?<!i\.e)\.(\s|$)", header)
+    return header[:end.start() + 1] if end else header
 
 
 def _did_you_mean(path: str) -> str:

@@ -46,14 +46,18 @@ flags.DEFINE_string("cell", None, "run: the cell saved at this cell.json (or its
 flags.DEFINE_bool("new_cell", False, "run: where --out already holds a cell made with other "
                   "settings, put this one beside it (<cell>-2) instead of refusing.")
 flags.DEFINE_string("seeds", "1-3", "run: seeds, a range or a list ('1-5', '1,3,7').")
-flags.DEFINE_integer("parallel", 1, "run: training processes at once (--backend=ray: at "
-                     "most as many as the cluster holds).")
+flags.DEFINE_integer("parallel", 0, "run: training processes at once (0: one locally; "
+                     "--backend=ray: as many as the cluster holds at the start, and never "
+                     "more).")
 flags.DEFINE_integer("tf_threads", 0, "run: each process's --tf_threads (0: its share of the "
                      "cores, cores // parallel; --backend=ray: the CPUs of --seed_resources).")
 flags.DEFINE_float("target", None, "The average return a seed must reach (run: stored "
                    "with the cells; report: overrides it).")
 flags.DEFINE_string("publish", None, "report: also write the summary, with the command that "
                     "made it, here (docs/results/<config>.json), then run `docs`.")
+flags.DEFINE_string("normalize", None, "report: 'RANDOM,EXPERT': the random and expert "
+                    "returns of D4RL's normalized score, 100 × (final − RANDOM) / (EXPERT − "
+                    "RANDOM), added for every seed and cell (offline results).")
 flags.DEFINE_string("out", None, "run: the experiment directory. report: where the report "
                     "goes (default: the first directory given).")
 tracker_settings.define_flags()
@@ -78,17 +82,18 @@ def run_command() -> int:
         seeds = cells.parse_seeds(FLAGS.seeds)
         experiment = _cells(cells)
         runs = launcher.seed_runs(experiment, seeds, os.path.abspath(FLAGS.out),
-                                  FLAGS.new_cell)
-        _record_command(FLAGS.out)
+                                  FLAGS.new_cell, save=False)
         tracker = tracker_settings.from_flags()
         tracker.check()
-        if FLAGS.parallel < 1:
-            raise ValueError(f"--parallel must be >= 1, got {FLAGS.parallel}")
+        if FLAGS.parallel < 0:
+            raise ValueError(f"--parallel must be >= 0, got {FLAGS.parallel}")
         placement = placement_lib.from_flags("seed", os.path.abspath(FLAGS.out), "experiment")
     except ValueError as error:
         _fail(f"{'Missing package' if isinstance(error, MissingExtraError) else 'Bad setting'}: "
               f"{error}")
-    try:
+    try:  # nothing is written before every setting was checked
+        launcher.save_cells(runs)
+        _record_command(FLAGS.out)
         seed_launcher = launcher.Launcher(runs, FLAGS.parallel, FLAGS.tf_threads or None,
                                           tracker=tracker, placement=placement)
         from alf_async.tracking import clients  # pylint: disable=import-outside-toplevel
@@ -134,7 +139,7 @@ def report_command(dirs) -> int:
         _fail("Bad setting: report needs one or more experiment directories")
     out = FLAGS.out or dirs[0]
     try:
-        summary = report.write_report(dirs, out, FLAGS.target)
+        summary = report.write_report(dirs, out, FLAGS.target, _normalize(FLAGS.normalize))
     except ValueError as error:
         _fail(f"Bad setting: {error}")
     cells = sum(len(e["cells"]) for e in summary["experiments"])
@@ -144,6 +149,22 @@ def report_command(dirs) -> int:
         _publish(summary, dirs, FLAGS.publish)
         return docs_command(redraw=[os.path.splitext(os.path.basename(FLAGS.publish))[0]])
     return 0
+
+
+def _normalize(text):
+    """`--normalize`'s (random, expert) returns (None: not given).
+
+    Raises:
+        ValueError: not two numbers.
+    """
+    if text is None:
+        return None
+    try:
+        random_return, expert_return = (float(v) for v in text.split(","))
+    except ValueError:
+        raise ValueError(f"--normalize takes 'RANDOM,EXPERT' (two returns), got {text!r}") \
+            from None
+    return random_return, expert_return
 
 
 def _publish(summary: dict, experiment_dirs: Sequence[str], path: str) -> None:

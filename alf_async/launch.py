@@ -144,10 +144,13 @@ def _specs(root_dir: str, workers: List[LearnerWorker]) -> List[ChildSpec]:
                        FLAGS.actor_spares, tracker_settings.from_flags().flags())
 
 
-def _servers(workers: List[LearnerWorker]) -> str:
-    """Where the learner serves its actors, for the start-up line."""
+def servers_text(workers: List[LearnerWorker]) -> str:
+    """Where the learner serves its actors, for the start-up line: the address its
+    actors dial, and what really listens (Reverb binds its port on every interface)."""
     servers = ", ".join(f"{worker.host}:{worker.port}" for worker in workers)
-    return servers if len(workers) == 1 else f"{len(workers)} workers ({servers})"
+    where = servers if len(workers) == 1 else f"{len(workers)} workers ({servers})"
+    return (f"{where} (actors dial it there; its Reverb server listens on that port of "
+            f"every interface)")
 
 
 def _backend_and_specs(root_dir: str) -> Tuple[Backend, List[ChildSpec], str]:
@@ -164,7 +167,7 @@ def _backend_and_specs(root_dir: str) -> Tuple[Backend, List[ChildSpec], str]:
     except ValueError:
         backend.close()
         raise
-    return backend, _specs(root_dir, workers), _servers(workers)
+    return backend, _specs(root_dir, workers), servers_text(workers)
 
 
 def main(argv) -> None:

@@ -96,7 +96,8 @@ def main(argv) -> None:
     if FLAGS.record_dataset:
         act, observe, recorder = _recording(policy, act, env, run_settings().env.env_name)
     played = play_episodes(act, env, FLAGS.num_episodes, observe=observe)
-    print(episodes_summary(played))
+    epsilon = FLAGS.epsilon if FLAGS.record_dataset else 0.0
+    print(episodes_summary(played, f"epsilon-greedy ({epsilon:g})" if epsilon else "greedy"))
     if recorder is not None:
         recorder.close()
         print(f"wrote {recorder.writer.episodes} episodes ({recorder.writer.steps} steps) "

@@ -64,7 +64,8 @@ def _check_flags() -> None:
     if not FLAGS.root_dir:
         raise ValueError("--root_dir is required: the run's folder for checkpoints and "
                          "summaries (an existing one resumes)")
-    tracker_settings.from_flags().check()
+    tracker_settings.from_flags().check(
+        contact=not tracker_settings.reported_before(FLAGS.root_dir))
     config.check_gin_files(FLAGS.gin_file, required=True)
     if FLAGS.tf_threads < 0:
         raise ValueError(f"--tf_threads must be >= 0, got {FLAGS.tf_threads}")

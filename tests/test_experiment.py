@@ -182,3 +182,16 @@ def test_a_pbt_cell_beside_its_random_search_reports_each_population_as_a_seed(t
         best = [max(r["score"] for r in records if r["generation"] == g) for g in (1, 2)]
         assert seed["curve"]["value"] == pytest.approx(best, abs=1e-3)
         assert any(r["parent"] != r["member"] for r in records) == (name == "exploit=true")
+
+
+@pytest.mark.parametrize("flag, line", [
+    ("--address=127.0.0.1:1", "--address needs --backend=ray"),
+    ("--parallel=-1", "--parallel must be >= 0, got -1")])
+def test_a_run_refused_for_a_bad_setting_leaves_nothing_in_its_out(tmp_path, flag, line):
+    """A later run into the same --out is not refused as 'seeds made otherwise'."""
+    out = tmp_path / "exp"
+    refused = experiment(["run", "--gin_file=gin_configs/ppo_async.gin", f"--out={out}", flag],
+                         timeout=60)
+    errors = [l for l in refused.stderr.splitlines() if l.startswith("E")]
+    assert refused.returncode == 2 and len(errors) == 1 and errors[0].endswith(line)
+    assert not out.exists()

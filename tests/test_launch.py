@@ -445,3 +445,12 @@ def test_a_ray_launch_leaves_no_process_and_no_temp_folder_5_s_after_its_end(
             proc.wait(timeout=10)
         for pid in set(_processes()) & seen:
             os.kill(pid, signal.SIGKILL)
+
+
+def test_the_start_up_line_says_the_learner_listens_on_every_interface():
+    """Reverb binds *:PORT: the line must not claim loopback (`ss -ltnp` shows *:PORT)."""
+    from alf_async.supervision import commands  # pylint: disable=import-outside-toplevel
+    from alf_async.launch import servers_text  # pylint: disable=import-outside-toplevel
+    assert servers_text([commands.LearnerWorker("127.0.0.1", 49837, 0)]) == (
+        "127.0.0.1:49837 (actors dial it there; its Reverb server listens on that port of "
+        "every interface)")

@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from alf_async import events
+from alf_async.experiments import curves
 from alf_async.population import lineage
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -24,6 +25,8 @@ def _pbt(*args, timeout=60):
      "'PPOAlgorithm.gae_lambda' is not a setting a run can change at a resume"),
     ([LR, "--population=1"], "--population must be >= 2, got 1"),
     ([LR, "--quantile=0.8"], "--quantile must be in (0, 0.5], got 0.8"),
+    ([LR, "--population=2"], "--population=2 --quantile=0.25: no member is in the bottom "
+     "quantile, so none would ever exploit (give --quantile >= 0.5, or more members)"),
     ([LR, "--perturb_factors=0.5,x"], "--perturb_factors must be numbers above 0, got 0.5,x"),
     ([LR, "--perturb_factors=0,2"], "--perturb_factors must be numbers above 0, got 0.0,2.0"),
     (["--mutate=PPOAlgorithm.clip_ratio:uniform(0.3,0.1)"], "needs LOW < HIGH"),
@@ -66,6 +69,10 @@ def test_a_small_population_exploits_and_every_member_trains_with_what_it_was_gi
     for member in (0, 1):
         with open(root / f"member_{member}" / "result.json") as f:
             assert json.load(f)["env_steps"] == 8192
+    for r in records:  # the table's score is the plot's point at the same ready point
+        curve = curves.load_curve(str(root / f"member_{r['member']}"))
+        at = curve["value"][curve["env_steps"] == r["env_steps"]]
+        assert len(at) and at[-1] == pytest.approx(r["score"], abs=1e-4), r
     report = _pbt("report", str(root))
     assert report.returncode == 0 and "| member | generation | parent |" in report.stdout
     assert (root / "pbt" / "curves.png").stat().st_size > 10_000

@@ -132,6 +132,30 @@ def test_list_configs_names_every_shipped_config_and_the_extras_it_needs(no_tens
     assert sorted(lines) == shipped
     assert "PPO on CartPole-v1 with the asynchronous driver." in lines["ppo_async.gin"]
     assert "needs" not in lines["ppo_async.gin"]
+    # a header over two lines is listed to its sentence's end, not cut at the line's
+    assert ("feeding one prioritized replay whose priorities the learner writes back "
+            "(dqn_cartpole_prioritized.gin).  [needs" in lines["dqn_apex.gin"])
     assert lines["sac_mujoco.gin"].endswith("[needs .[mujoco], .[replay]]")
     assert lines["ppo_remote.gin"].endswith("[needs .[replay]]")  # actor processes: Reverb
     assert lines["dqn_minatar.gin"].endswith("[needs .[minatar], .[replay]]")
+
+
+def test_an_mlflow_server_that_does_not_answer_is_one_line_before_anything_starts(
+        tmp_path, no_tensorflow):
+    import portpicker  # pylint: disable=import-outside-toplevel
+    uri = f"http://127.0.0.1:{portpicker.pick_unused_port()}"
+    args = [f"--root_dir={tmp_path / 'run'}", "--gin_file=gin_configs/ppo_async.gin",
+            "--tracker=mlflow", f"--tracker_uri={uri}"]
+    result = command("alf_async.train", args, no_tensorflow)
+    assert result.returncode == 2
+    line = _one_line(result)
+    assert f"--tracker_uri={uri}: no MLflow server answers there (" in line
+    assert "refused" in line and line.endswith("or fix the URI")
+    assert not (tmp_path / "run").exists()
+    from alf_async.tracking.settings import TrackerSettings  # pylint: disable=import-outside-toplevel
+    # a seed of an experiment (a run of a group) was checked by the experiment, and a
+    # resumed run already reported: neither asks the server (sends are retried)
+    TrackerSettings("mlflow", uri, group="cell").check()
+    TrackerSettings("mlflow", uri).check(contact=False)
+    with pytest.raises(ValueError, match="no MLflow server answers"):
+        TrackerSettings("mlflow", uri).check()

@@ -20,12 +20,15 @@ class BatchSource(Protocol):
     `close()` by the trainer's thread.
 
     Attributes:
+        learns_from_env: whether its batches hold the run's own env steps (False:
+            a dataset's alone, and the run is scored by greedy evaluation).
         weighted: whether its batches carry importance weights `[Q', B']`.
         wants_back: names of the algorithm's per-item loss terms (among its
             `item_terms`) it wants in `after_update` (prioritized replay:
             `("td_error",)`); `()`: none, and the learner computes none.
     """
 
+    learns_from_env: bool
     weighted: bool
     wants_back: Tuple[str, ...]
 

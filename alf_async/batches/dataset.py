@@ -29,7 +29,8 @@ class DatasetSampler:
                  env_name: Optional[str] = None, seed=None):
         """
         Args:
-            dataset_dir: the RLDS dataset's directory.
+            dataset_dir: the RLDS dataset's directory, or a list of them (their
+                steps together: `reader.load_steps`).
             unroll_spec: the driver's unroll spec (the dtypes batches are cast to).
             algorithm: its specs are checked against the dataset's; a
                 recurrent one is refused (a dataset holds no policy states).
@@ -103,6 +104,7 @@ class DatasetBatches:
 
     NAME = "dataset"  # its `exp_replayer`
     weighted = False
+    learns_from_env = False  # offline: no env step is learnt from
     wants_back = ()
 
     def __init__(self, unroll_spec, algorithm, env_name: Optional[str] = None, seed=None,
@@ -113,7 +115,8 @@ class DatasetBatches:
             unroll_spec, algorithm, env_name, seed: as `DatasetSampler`'s (the
                 driver passes them).
             dataset_dir: the RLDS dataset's directory (TFDS's, e.g. one that
-                `train.record_dataset` or `play --record_dataset` wrote).
+                `train.record_dataset` or `play --record_dataset` wrote), or a
+                list of them (a mixed dataset).
             batch_size: windows per learn batch.
             sequence_length: steps per window (DQN's n; 1: single transitions).
 

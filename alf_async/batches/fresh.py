@@ -36,6 +36,7 @@ class FreshBatches:
     """
 
     weighted = False  # no importance weights
+    learns_from_env = True
     wants_back = ()  # fresh unrolls are used once
 
     def __init__(self, take: Callable[[int], object], version: tf.Variable,

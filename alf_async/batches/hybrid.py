@@ -46,7 +46,7 @@ class HybridBatches(UniformReplayBatches):
         Args:
             unroll_spec, algorithm, should_stop, replay_dir: as `UniformReplayBatches`'.
             env_name, seed: as `DatasetSampler`'s.
-            dataset_dir: the RLDS dataset's directory.
+            dataset_dir: the RLDS dataset's directory, or a list of them.
             offline_fraction: the dataset's share of every learn batch, in (0, 1).
 
         Raises:

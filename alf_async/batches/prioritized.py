@@ -48,6 +48,7 @@ class PrioritizedReplayBatches:
 
     NAME = "prioritized"
     weighted = True  # each window's importance weight, [batch_size, 1]
+    learns_from_env = True
     wants_back = ("td_error",)  # the algorithm's absolute TD errors: new priorities
 
     def __init__(self, unroll_spec, algorithm, should_stop: Callable[[], bool],

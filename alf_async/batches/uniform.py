@@ -24,6 +24,7 @@ class UniformReplayBatches:
 
     NAME = "uniform"  # its `exp_replayer`
     weighted = False  # no importance weights
+    learns_from_env = True
     wants_back = ()  # uniform sampling learns nothing from an update
 
     def __init__(self, unroll_spec, algorithm, should_stop: Callable[[], bool],

@@ -101,21 +101,33 @@ def _episode_last(step_type: np.ndarray) -> np.ndarray:
     return lasts[np.searchsorted(lasts, np.arange(len(step_type)))]
 
 
-def load_steps(directory: str, observation_spec, action_spec, env_name: str = None) -> Steps:
+def load_steps(directory, observation_spec, action_spec, env_name: str = None) -> Steps:
     """Reads an RLDS dataset's steps, checked against a run's env and specs.
 
     Args:
-        directory: the dataset's directory (`tfds.builder_from_directory`'s).
+        directory: the dataset's directory (`tfds.builder_from_directory`'s), or
+            a list of them: their steps one after the other (a mixed dataset,
+            e.g. random and medium play), with the metadata of each in `parts`.
         observation_spec, action_spec: the run's unbatched specs.
-        env_name: the run's env; refused if the dataset names another.
+        env_name: the run's env; refused if a dataset names another.
 
     Raises:
         ValueError: a directory that is not a dataset, another env, other
             specs, a missing field or a shard that does not read (one line).
         MissingExtraError: no `[datasets]` extra.
     """
+    directories = [directory] if isinstance(directory, str) else list(directory)
+    if not directories:
+        raise ValueError(f"{SETTING} is an empty list: give one dataset directory or more")
     with tfds_held_back():
-        return _load(os.path.abspath(directory), observation_spec, action_spec, env_name)
+        loaded = [_load(os.path.abspath(d), observation_spec, action_spec, env_name)
+                  for d in directories]
+    if len(loaded) == 1:
+        return loaded[0]
+    fields = {key: np.concatenate([part.fields[key] for part in loaded])
+              for key in loaded[0].fields}
+    return Steps(fields, _episode_last(fields["step_type"]),
+                 dict(parts=[part.metadata for part in loaded]))
 
 
 def _load(directory: str, observation_spec, action_spec, env_name) -> Steps:

@@ -178,8 +178,10 @@ def cell_again(path: str, extra_bindings: Sequence[str] = ()) -> Cell:
 
 
 def _short(binding: str, value: str) -> str:
-    """A directory-safe `name=value` from the binding's last part."""
+    """A directory-safe `name=value` from the binding's last part (a quoted path:
+    its last component)."""
     name = binding.rsplit(".", 1)[-1].lstrip("-")
+    value = re.sub(r"'([^']*)'", lambda m: os.path.basename(m.group(1).rstrip("/")), value)
     value = re.sub(r"[^A-Za-z0-9.+\-_,=]", "", value.replace(" ", "").replace(",", "_"))
     return f"{name}={value}"
 

@@ -3,13 +3,13 @@
 import glob
 import logging
 import os
-from typing import Dict
+from typing import Dict, Optional
 
 import numpy as np
 from tensorboard.backend.event_processing import event_accumulator, event_file_loader
 from tensorboard.util import tensor_util
 
-RETURN_TAG = "Metrics_vs_EnvironmentSteps/AverageReturn"
+from alf_async.training.files import EVAL_RETURN_TAG, RETURN_TAG, SCORE_AXES
 
 # TensorBoard's reader logs every event file it moves past at INFO.
 logging.getLogger("tensorboard").setLevel(logging.WARNING)
@@ -17,8 +17,12 @@ logging.getLogger("tensorboard").setLevel(logging.WARNING)
 Curve = Dict[str, np.ndarray]  # 'env_steps', 'seconds', 'value': 1-D arrays of one length
 
 
-def load_curve(run_dir: str, tag: str = RETURN_TAG) -> Curve:
+def load_curve(run_dir: str, tag: Optional[str] = None) -> Curve:
     """`tag` of `run_dir/train`, its NaN points (no episode finished yet) left out.
+
+    `tag` None: the run's score (`training.scores`): the collection's return
+    against env steps, or an offline run's greedy evaluation return, whose
+    `env_steps` are then learner iterations (`score_axis` says which).
 
     `seconds` counts from the run's first event: the summary writer's creation,
     after imports and building, before compiling. A resumed run's pauses do not
@@ -34,6 +38,7 @@ def load_curve(run_dir: str, tag: str = RETURN_TAG) -> Curve:
     acc = event_accumulator.EventAccumulator(train_dir,
                                              size_guidance={event_accumulator.TENSORS: 0})
     acc.Reload()
+    tag = tag or _score_tag(acc.Tags()["tensors"])
     if tag not in acc.Tags()["tensors"]:
         raise ValueError(f"{run_dir} has no '{tag}' summaries (is it a training root_dir?)")
     events = sorted(acc.Tensors(tag), key=lambda e: (e.step, e.wall_time))
@@ -42,6 +47,19 @@ def load_curve(run_dir: str, tag: str = RETURN_TAG) -> Curve:
     return dict(env_steps=np.array([e.step for e in events], dtype=np.int64)[keep],
                 seconds=active_seconds(train_dir, [e.wall_time for e in events])[keep],
                 value=value[keep])
+
+
+def _score_tag(tags) -> str:
+    """The score's tag among `tags`: an offline run writes no env-step return."""
+    return EVAL_RETURN_TAG if EVAL_RETURN_TAG in tags and RETURN_TAG not in tags else RETURN_TAG
+
+
+def score_axis(run_dir: str) -> str:
+    """What the steps of `run_dir`'s score curve count: 'env steps' or 'learner iterations'."""
+    acc = event_accumulator.EventAccumulator(os.path.join(run_dir, "train"),
+                                             size_guidance={event_accumulator.TENSORS: 1})
+    acc.Reload()
+    return SCORE_AXES[_score_tag(acc.Tags()["tensors"])]
 
 
 def active_seconds(train_dir: str, wall_times) -> np.ndarray:

@@ -178,10 +178,14 @@ def _sections(results: List[Tuple[str, Dict]], level: str, images: str) -> List[
             parts += ["\n".join("    " + line for line in summary["command"].splitlines()), ""]
         if summary.get("note"):
             parts += [_relink(summary["note"], images), ""]
+        if summary.get("normalization"):
+            parts += [report.normalization_line(summary), ""]
         image = curves_image(name, summary)
         if image:
-            parts += [f"![{name}: average return against env steps and seconds]"
-                      f"({images}{image})", ""]
+            axes = {cell.get("axis", "env steps") for experiment in summary["experiments"]
+                    for cell in experiment["cells"]}
+            parts += [f"![{name}: average return against {' or '.join(sorted(axes))} and "
+                      f"seconds]({images}{image})", ""]
         several = len(summary["experiments"]) > 1
         for experiment in summary["experiments"]:
             parts += [f"{level}# {experiment['name']}", ""] if several else []

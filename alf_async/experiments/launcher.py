@@ -75,8 +75,9 @@ def train_command(root_dir: str, gin_files, bindings, tf_threads: int) -> List[s
 
 
 def seed_runs(cells: List[Cell], seeds: List[int], out_dir: str,
-              new_cell: bool = False) -> List[SeedRun]:
-    """Every (cell, seed) run, its root_dir `out_dir/<cell>/seed_<S>`; saves the cells.
+              new_cell: bool = False, save: bool = True) -> List[SeedRun]:
+    """Every (cell, seed) run, its root_dir `out_dir/<cell>/seed_<S>`; saves the cells
+    (`save`; else `save_cells` does, once the runs can start).
 
     Raises:
         ValueError: a cell's directory holds seeds made otherwise (unless
@@ -89,11 +90,17 @@ def seed_runs(cells: List[Cell], seeds: List[int], out_dir: str,
         if changed:
             raise ValueError(f"{os.path.join(out_dir, cell.name)} holds seeds made otherwise: "
                              f"{'; '.join(changed)}. Use another --out, or --new_cell")
-    runs = []
-    for cell in cells:
-        cell.save(os.path.join(out_dir, cell.name))
-        runs += [SeedRun(cell, s, os.path.join(out_dir, cell.name, f"seed_{s}")) for s in seeds]
+    runs = [SeedRun(cell, s, os.path.join(out_dir, cell.name, f"seed_{s}"))
+            for cell in cells for s in seeds]
+    if save:
+        save_cells(runs)
     return runs
+
+
+def save_cells(runs: List[SeedRun]) -> None:
+    """Records each run's cell in its cell's directory (`cell.json`)."""
+    for run in runs:
+        run.cell.save(os.path.dirname(run.root_dir))
 
 
 def error_line(root_dir: str) -> str:
@@ -134,7 +141,8 @@ class Launcher:
         """
         Args:
             runs: the seeds to run (finished ones are skipped).
-            parallel: P, most training processes at once.
+            parallel: P, most training processes at once (0: the placement's
+                room: one here, what a Ray cluster holds at the start).
             tf_threads: each child's `--tf_threads`; None: its share of the
                 cores, `max(1, cores // P)`.
             grace_secs: how long stopped children may take to save their
@@ -147,8 +155,8 @@ class Launcher:
                 `cell/seed_<S>/member_<i>`).
             placement: where seeds run (`placement`; None: subprocesses here).
         """
-        if parallel < 1:
-            raise ValueError(f"--parallel must be >= 1, got {parallel}")
+        if parallel < 0:
+            raise ValueError(f"--parallel must be >= 0, got {parallel}")
         self._placement = placement or LocalPlacement()
         self._pending = [r for r in runs if not r.finished()]
         self._skipped = len(runs) - len(self._pending)

@@ -118,8 +118,8 @@ class LocalPlacement:
     nodes = 1  # the nodes runs may land on: this host
 
     def capacity(self, parallel: int) -> int:
-        """How many runs go at once: `parallel`."""
-        return parallel
+        """How many runs go at once: `parallel` (0: one)."""
+        return parallel or 1
 
     @staticmethod
     def tf_threads(parallel: int) -> int:
@@ -224,8 +224,9 @@ class RayPlacement:
                              f"storage that the nodes share)")
 
     def capacity(self, parallel: int) -> int:
-        """How many runs go at once: the cluster's room at the start, at most `parallel`."""
-        return min(parallel, self.room)
+        """How many runs go at once: the cluster's room at the start, at most `parallel`
+        (0: no limit)."""
+        return min(parallel, self.room) if parallel else self.room
 
     def tf_threads(self, parallel: int) -> int:
         """Each run's `--tf_threads`: the CPUs it asks for (1 if none)."""

@@ -11,12 +11,12 @@ docs' result tables are regenerated from committed summaries
 import json
 import os
 import re
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Tuple
 
 from alf_async import extras
 from alf_async.experiments import ledgers, placement, provenance, stats
 from alf_async.experiments.cells import Cell, load_cell
-from alf_async.experiments.curves import downsample, load_curve, save_figure
+from alf_async.experiments.curves import downsample, load_curve, save_figure, score_axis
 from alf_async.training import files
 
 METRICS = ("env_steps_to_target", "seconds_to_target", "best", "final", "last25_min")
@@ -49,7 +49,7 @@ def summarize_cell(cell_dir: str, cell: Cell, target: Optional[float]) -> Dict:
     """A cell's per-seed figures and curves, aggregates and mean curves."""
     target = cell.target if target is None else target
     runs = _seed_dirs(cell_dir) or [cell_dir]
-    seeds, curves = [], []
+    seeds, curves, scored = [], [], None
     for run_dir in runs:
         if not os.path.isdir(os.path.join(run_dir, "train")):
             continue  # a seed that has not started yet
@@ -66,10 +66,11 @@ def summarize_cell(cell_dir: str, cell: Cell, target: Optional[float]) -> Dict:
                           **({} if ledger is None else dict(ledger=ledger)),
                           **(dict(nodes=nodes) if nodes else {})))
         curves.append(curve)
+        scored = scored or run_dir
     if not seeds:
         raise ValueError(f"{cell_dir} has no run with a finished episode")
     return dict(name=cell.label, gin_files=list(cell.gin_files), bindings=list(cell.bindings),
-                target=target, **_env_and_budget(runs[0]),
+                target=target, axis=score_axis(scored), **_env_and_budget(runs[0]),
                 seeds=seeds,
                 reached=sum(s["env_steps_to_target"] is not None for s in seeds),
                 aggregate={m: stats.aggregate([s[m] for s in seeds]) for m in METRICS},
@@ -97,12 +98,33 @@ def _env_and_budget(run_dir: str) -> Dict:
     return dict(env=settings["env"]["env_name"], budget=settings["run"]["num_env_steps"])
 
 
-def summarize(experiment_dirs: List[str], target: Optional[float] = None) -> Dict:
-    """The summary of several experiment directories, side by side."""
-    return dict(experiments=[
+def summarize(experiment_dirs: List[str], target: Optional[float] = None,
+              normalize: Optional[Tuple[float, float]] = None) -> Dict:
+    """The summary of several experiment directories, side by side; `normalize`:
+    (random, expert) returns, for D4RL's normalized scores (`normalized`)."""
+    summary = dict(experiments=[
         dict(name=os.path.basename(os.path.normpath(d)),
              cells=[summarize_cell(cell_dir, cell, target) for cell_dir, cell in find_cells(d)])
         for d in experiment_dirs])
+    if normalize is not None:
+        normalized(summary, *normalize)
+    return summary
+
+
+def normalized(summary: Dict, random_return: float, expert_return: float) -> None:
+    """Adds D4RL's score, 100 × (final − random) / (expert − random), to each seed
+    (`normalized`) and its cell's aggregates, and the two returns to `summary`."""
+    if expert_return == random_return:
+        raise ValueError(f"--normalize needs two different returns, got {random_return:g} "
+                         f"twice")
+    summary["normalization"] = dict(random=random_return, expert=expert_return)
+    for experiment in summary["experiments"]:
+        for cell in experiment["cells"]:
+            for seed in cell["seeds"]:
+                seed["normalized"] = (100.0 * (seed["final"] - random_return) /
+                                      (expert_return - random_return))
+            cell["aggregate"]["normalized"] = stats.aggregate(
+                [seed["normalized"] for seed in cell["seeds"]])
 
 
 def number(value, digits: int = 1) -> str:
@@ -136,10 +158,14 @@ def _row(cells: List[str]) -> str:
 
 def cells_table(experiment: Dict) -> str:
     """Markdown: one row per cell, medians and IQMs [95 % CI] over its seeds."""
-    rows = ["| cell | reached | env steps to target: median; IQM [95 % CI] | "
+    steps_word = _steps_word(experiment)
+    rows = [f"| cell | reached | {steps_word} to target: median; IQM [95 % CI] | "
             "seconds to target: median | final: IQM [95 % CI] | "
             "last-25 % min: IQM [95 % CI] |",
             "|---|---|---|---:|---|---|"]
+    scored = any("normalized" in cell["aggregate"] for cell in experiment["cells"])
+    if scored:
+        rows = [rows[0] + " normalized final: IQM [95 % CI] |", rows[1] + "---|"]
     for cell in experiment["cells"]:
         agg = cell["aggregate"]
         target = "—" if cell["target"] is None else f"{cell['target']:g}"
@@ -148,8 +174,16 @@ def cells_table(experiment: Dict) -> str:
             cell["name"], f"{cell['reached']}/{len(cell['seeds'])} (target {target})",
             f"{number(to_target['median'], 0)}; {_with_ci(to_target, steps)}",
             number(agg["seconds_to_target"]["median"]), _with_ci(agg["final"], number),
-            _with_ci(agg["last25_min"], number)]))
+            _with_ci(agg["last25_min"], number)] +
+            ([_with_ci(agg["normalized"], number)] if scored else [])))
     return "\n".join(rows)
+
+
+def _steps_word(experiment: Dict) -> str:
+    """What the experiment's steps count: 'learner iterations' where every cell is
+    offline (scored against iterations), else 'env steps'."""
+    axes = {cell.get("axis", "env steps") for cell in experiment["cells"]}
+    return "learner iterations" if axes == {"learner iterations"} else "env steps"
 
 
 def seeds_table(experiment: Dict) -> str:
@@ -157,10 +191,13 @@ def seeds_table(experiment: Dict) -> str:
     the nodes it ran on where a seed ran on a cluster)."""
     named = len(experiment["cells"]) > 1
     placed = any(s.get("nodes") for cell in experiment["cells"] for s in cell["seeds"])
-    rows = [("| cell " if named else "") + "| seed | env steps to target | seconds to target | "
-            "best | final | last-25 % min | env steps | seconds |" + " node |" * placed,
+    scored = any("normalized" in s for cell in experiment["cells"] for s in cell["seeds"])
+    steps_word = _steps_word(experiment)
+    rows = [("| cell " if named else "") + f"| seed | {steps_word} to target | seconds to target "
+            f"| best | final | last-25 % min | {steps_word} | seconds |" + " normalized |" * scored
+            + " node |" * placed,
             ("|---" if named else "") + "|---:|---:|---:|---:|---:|---:|---:|---:|"
-            + "---|" * placed]
+            + "---:|" * scored + "---|" * placed]
     for cell in experiment["cells"]:
         for s in cell["seeds"]:
             seed = "—" if s["seed"] is None else str(s["seed"])
@@ -168,7 +205,8 @@ def seeds_table(experiment: Dict) -> str:
                 seed, number(s["env_steps_to_target"], 0),
                 number(s["seconds_to_target"]), number(s.get("best")), number(s.get("final")),
                 number(s.get("last25_min")), number(s.get("env_steps"), 0),
-                number(s.get("seconds"))] + [" → ".join(s.get("nodes", ["—"]))] * placed))
+                number(s.get("seconds"))] + [number(s.get("normalized"))] * scored +
+                [" → ".join(s.get("nodes", ["—"]))] * placed))
     return "\n".join(rows)
 
 
@@ -180,13 +218,21 @@ def markdown(summary: Dict) -> str:
              "iterations). Seconds count from the run's first summary event (after imports "
              "and building, before compiling). IQM: interquartile mean over seeds; CI: 95 % "
              "percentile bootstrap. Last-25 % min: the lowest average return over the last "
-             "quarter of the run's env steps.", ""]
+             "quarter of the run's env steps. An offline run's score is its greedy "
+             "evaluation's return, against learner iterations.", ""]
+    parts += [normalization_line(summary), ""] if "normalization" in summary else []
     for experiment in summary["experiments"]:
         parts += [f"## {experiment['name']}", "", cells_table(experiment), "",
                   seeds_table(experiment), ""]
         chaos = ledgers.chaos_table(experiment)
         parts += [chaos, ""] if chaos else []
     return "\n".join(parts)
+
+
+def normalization_line(summary: Dict) -> str:
+    """The sentence that says how `summary`'s normalized scores were made."""
+    return ("Normalized: D4RL's score, 100 × (final − random) / (expert − random), with "
+            "random {random:g} and expert {expert:g}.".format(**summary["normalization"]))
 
 
 def plot(summary: Dict, path: str) -> None:
@@ -210,7 +256,9 @@ def plot(summary: Dict, path: str) -> None:
                 if curve["low"][0] is not None:
                     ax.fill_between(curve["x"], curve["low"], curve["high"], alpha=0.2,
                                     color=line.get_color())
-    for ax, xlabel in zip(axes, ("env steps", "seconds since the run's first event")):
+    axis = " or ".join(sorted({cell.get("axis", "env steps") for experiment in
+                               summary["experiments"] for cell in experiment["cells"]}))
+    for ax, xlabel in zip(axes, (axis, "seconds since the run's first event")):
         ax.set_xlabel(xlabel)
         ax.set_ylabel("average return")
         ax.grid(alpha=0.3)
@@ -220,10 +268,11 @@ def plot(summary: Dict, path: str) -> None:
     save_figure(plt, fig, path)
 
 
-def write_report(experiment_dirs: List[str], out_dir: str,
-                 target: Optional[float] = None) -> Dict:
-    """Writes `summary.json`, `results.md` and `curves.png` to `out_dir`; returns the summary."""
-    summary = summarize(experiment_dirs, target)
+def write_report(experiment_dirs: List[str], out_dir: str, target: Optional[float] = None,
+                 normalize: Optional[Tuple[float, float]] = None) -> Dict:
+    """Writes `summary.json`, `results.md` and `curves.png` to `out_dir`; returns the
+    summary (`normalize`: as `summarize`'s)."""
+    summary = summarize(experiment_dirs, target, normalize)
     os.makedirs(out_dir, exist_ok=True)
     files.write_text(os.path.join(out_dir, "summary.json"), json.dumps(summary, indent=1))
     files.write_text(os.path.join(out_dir, "results.md"), markdown(summary))

@@ -15,7 +15,7 @@ import os
 import shutil
 from typing import Dict
 
-from alf_async.experiments.curves import RETURN_TAG, load_curve
+from alf_async.experiments.curves import load_curve
 from alf_async.training import files
 
 
@@ -41,7 +41,8 @@ class PopulationCurve:
         if len(written) and written[-1] >= env_steps:
             return
         with self._writer.as_default():
-            self._tf.summary.scalar(RETURN_TAG, max(s["score"] for s in found), step=env_steps)
+            best = max(s["score"] for s in found)
+            self._tf.summary.scalar(files.RETURN_TAG, best, step=env_steps)
         self._writer.flush()
 
     def finish(self, scores: Dict[int, dict], root_dirs: Dict[int, str]) -> None:

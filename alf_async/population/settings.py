@@ -52,6 +52,10 @@ def check(settings: PbtSettings) -> None:
             raise ValueError(f"--{name} must be >= {least}, got {getattr(settings, name)}")
     if not 0.0 < settings.quantile <= 0.5:
         raise ValueError(f"--quantile must be in (0, 0.5], got {settings.quantile}")
+    if settings.exploit and int(settings.population * settings.quantile) < 1:
+        raise ValueError(f"--population={settings.population} --quantile={settings.quantile:g}: "
+                         f"no member is in the bottom quantile, so none would ever exploit "
+                         f"(give --quantile >= {1 / settings.population:g}, or more members)")
     if not settings.factors or min(settings.factors) <= 0:
         raise ValueError(f"--perturb_factors must be numbers above 0, got "
                          f"{','.join(map(str, settings.factors))}")

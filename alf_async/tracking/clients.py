@@ -5,6 +5,8 @@ them, from its own thread, catches that and retries. None is thread-safe; one
 forwarder thread uses a client.
 """
 
+import contextlib
+import io
 import os
 import time
 from typing import Dict, List, NamedTuple, Optional, Protocol, Sequence
@@ -179,7 +181,8 @@ class WandbTracker:
     def log_file(self, path: str, folder: Optional[str] = None) -> None:
         if os.path.isdir(path):
             artifact = self._wandb.Artifact(os.path.basename(path), type="model")
-            artifact.add_dir(path)
+            with contextlib.redirect_stderr(io.StringIO()):  # its "Adding directory..." line
+                artifact.add_dir(path)
             self._run.log_artifact(artifact)
         else:
             self._run.save(path, base_path=os.path.dirname(path), policy="now")

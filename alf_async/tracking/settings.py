@@ -7,6 +7,8 @@ import dataclasses
 import json
 import os
 import sys
+import urllib.error
+import urllib.request
 from typing import List, Optional
 
 from absl import flags
@@ -43,15 +45,21 @@ class TrackerSettings:
     def enabled(self) -> bool:
         return self.kind != "none"
 
-    def check(self) -> None:
-        """Raises ValueError naming a bad setting; `MissingExtraError` for a tracker
-        whose package this install lacks (without importing it)."""
+    def check(self, contact: bool = True) -> None:
+        """Raises ValueError naming a bad setting or an MLflow server that does not
+        answer; `MissingExtraError` for a tracker whose package this install lacks
+        (without importing it). `contact` False: the server is not asked (a run that
+        already reported, resumed or restarted: its sends are retried in the background)."""
         if self.kind not in TRACKERS:
             raise ValueError(f"--tracker must be one of {', '.join(TRACKERS)}, got "
                              f"{self.kind!r}")
         if self.kind in _MODULES:
             module, extra = _MODULES[self.kind]
             extras.check_installed(module, extra, f"--tracker={self.kind}")
+        if self.kind == "mlflow" and contact and self.group is None:
+            # a run of a group (a seed, a trial, a member) was checked by the command
+            # that made the group: a server down later is retried in the background
+            check_mlflow_server(self.uri or os.environ.get("MLFLOW_TRACKING_URI"))
 
     def flags(self, group: Optional[str] = None, name: Optional[str] = None) -> List[str]:
         """This setting as a child command's flags, in `group` under `name` (None:
@@ -61,6 +69,23 @@ class TrackerSettings:
         settings = dataclasses.replace(self, group=group or self.group, name=name or self.name)
         return [f"--tracker_{field}={value}" if field != "kind" else f"--tracker={value}"
                 for field, value in dataclasses.asdict(settings).items() if value is not None]
+
+
+def check_mlflow_server(uri: Optional[str], timeout_secs: float = 5.0) -> None:
+    """Raises ValueError (one line) where `uri` is an MLflow server's address and no
+    server answers its `/health` there: found before training, not at the run's end.
+    A file store (no URI, a path, `file:`) needs no server."""
+    if not uri or not uri.startswith(("http://", "https://")):
+        return
+    try:
+        with urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=timeout_secs):
+            return
+    except urllib.error.HTTPError as error:
+        answer = f"HTTP {error.code}"
+    except (OSError, ValueError) as error:
+        answer = str(getattr(error, "reason", error))
+    raise ValueError(f"--tracker_uri={uri}: no MLflow server answers there ({answer}); start "
+                     f"one (mlflow server --host 127.0.0.1 --port PORT) or fix the URI")
 
 
 def define_flags() -> None:
@@ -87,6 +112,11 @@ def from_flags() -> TrackerSettings:
     values = flags.FLAGS
     return TrackerSettings(values.tracker, values.tracker_uri, values.tracker_project,
                            values.tracker_group, values.tracker_name)
+
+
+def reported_before(root_dir: str) -> bool:
+    """Whether the run in `root_dir` already opened its tracker run."""
+    return bool(read_run_file(root_dir))
 
 
 def read_run_file(root_dir: str) -> dict:

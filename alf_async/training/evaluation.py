@@ -22,13 +22,13 @@ def run_episodes(policy_fn: Callable, env, num_episodes: int,
     return float(mean_return), float(mean_length)
 
 
-def episodes_summary(played: np.ndarray) -> str:
+def episodes_summary(played: np.ndarray, how: str = "greedy") -> str:
     """One line of `play_episodes`' `[n, 2]` rows: the returns' mean ± std, min and max,
-    the mean length."""
+    the mean length; `how` the episodes were played."""
     returns, lengths = played[:, 0], played[:, 1]
     return (f"average_return={returns.mean():.1f} ± {returns.std():.1f} "
             f"(min {returns.min():.1f}, max {returns.max():.1f}) "
-            f"average_length={lengths.mean():.1f} over {len(returns)} greedy episodes")
+            f"average_length={lengths.mean():.1f} over {len(returns)} {how} episodes")
 
 
 def play_episodes(policy_fn: Callable, env, num_episodes: int,

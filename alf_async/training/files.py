@@ -19,6 +19,11 @@ from typing import Optional
 
 POLICY_DIR = "policy"  # the exported SavedModel, in a run's root_dir
 SETTINGS_FILE = "run_settings.json"  # the run's settings records (`training.settings`)
+# the score's curves in train/ (`training.scores`): an online run's, every iteration against
+# env steps; an offline run's, at each greedy evaluation against learner iterations
+RETURN_TAG = "Metrics_vs_EnvironmentSteps/AverageReturn"
+EVAL_RETURN_TAG = "Metrics_vs_Iterations/EvalReturn"
+SCORE_AXES = {RETURN_TAG: "env steps", EVAL_RETURN_TAG: "learner iterations"}
 PREVIOUS = ".previous"
 _STAGED = ".partial-"
 

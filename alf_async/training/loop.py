@@ -22,7 +22,6 @@ from alf_async.training.evaluation import GreedyPolicy, greedy_actions, run_epis
 from alf_async.training.settings import RunSettings
 from alf_async.training.signals import SignalStop
 
-RETURN_TAG = "Metrics_vs_EnvironmentSteps/AverageReturn"  # written every iteration
 HINT_REPEAT_SECS = 300.0  # a hint that still holds is repeated this seldom
 
 
@@ -196,10 +195,11 @@ class ConsoleLine:
     def __init__(self):
         self._hinted = -math.inf
 
-    def log(self, counters: Counters, fps: float, average_return: float, learn_queue: int,
+    def log(self, counters: Counters, fps: float, score, learn_queue: int,
             timings: dict, eta: str) -> None:
-        returns = ("no episode finished yet" if math.isnan(average_return) else
-                   f"average return {average_return:.1f}")
+        """`score`: the run's `scores` object (its label and last value are shown)."""
+        returns = ("no score yet" if math.isnan(score.last) else
+                   f"{score.label} {score.last:.1f}")
         busy = busy_text(timings)  # none before the first summary's timings
         logging.info("iteration %d | env steps %d | %.0f frames/s | %s | learn queue %d%s%s",
                      int(counters.iteration), int(counters.env_steps), fps, returns,
@@ -238,8 +238,9 @@ def write_metrics(driver, loop, learner, counters: Counters, fps: float) -> dict
     return dict(timings, **busy)
 
 
-def evaluate(algorithm, iteration, num_episodes: int, seed: Optional[int]) -> None:
-    """Greedy episodes on a separate env of `num_episodes` sub-envs, as `eval/*`."""
+def evaluate(algorithm, iteration, num_episodes: int, seed: Optional[int]) -> float:
+    """Greedy episodes on a separate env of `num_episodes` sub-envs, as `eval/*`;
+    returns their average return."""
     env = create_environment(num_parallel_environments=num_episodes, num_workers=0,
                              seed=None if seed is None else seed - 1)
     average_return, average_length = run_episodes(
@@ -250,6 +251,7 @@ def evaluate(algorithm, iteration, num_episodes: int, seed: Optional[int]) -> No
         tf.summary.scalar("eval/AverageEpisodeLength", average_length, step=iteration)
     logging.info("Evaluation at iteration %d: average return %.1f over %d greedy episodes",
                  int(iteration), average_return, num_episodes)
+    return average_return
 
 
 class Hooks:
@@ -258,44 +260,49 @@ class Hooks:
 
     def __init__(self, algorithm, learner, driver, loop, counters: Counters,
                  manager: tf.train.CheckpointManager, progress: Progress,
-                 settings: RunSettings, video=None):
-        """`video`: an `EvalVideo`, told of each evaluation (None: no videos)."""
+                 settings: RunSettings, score, video=None):
+        """`score`: the run's score (`scores.score_for`); `video`: an `EvalVideo`, told
+        of each evaluation (None: no videos)."""
         self._algorithm, self._learner, self._driver, self._loop = (algorithm, learner,
                                                                     driver, loop)
         self._counters, self._manager, self._progress = counters, manager, progress
-        self._settings, self._video = settings, video
+        self._settings, self._score, self._video = settings, score, video
         self._episodes_before = int(counters.episodes)
         self._failed_saves = 0  # in a row
         self._timings = {}
         self._console = ConsoleLine()
 
     def after_iteration(self) -> float:
-        """Runs every hook that is due; returns the average return."""
+        """Runs every hook that is due; returns the run's score (`scores`)."""
         counters, settings, progress = self._counters, self._settings, self._progress
         iteration = int(counters.iteration)
         counters.episodes.assign(self._episodes_before + self._driver.stats.num_episodes)
         progress.mark_iteration()
-        average_return = self._driver.stats.averages()[0]
-        progress.check_target(average_return)
-        with tf.summary.record_if(True):  # every learn batch: the exact crossing of a target
-            tf.summary.scalar(RETURN_TAG, average_return, step=counters.env_steps)
         if iteration % settings.summary_interval == 0:
             self._timings = self.write_metrics()
         if iteration % settings.checkpoint_interval == 0:
             self.save()
-        if settings.eval_interval and iteration % settings.eval_interval == 0:
-            evaluate(self._algorithm, counters.iteration, settings.num_eval_episodes,
-                     settings.seed)
-            if self._video is not None:
-                self._video.after_evaluation(self._algorithm, iteration // settings.eval_interval,
-                                             counters.iteration, int(counters.env_steps))
+        score = self._score.after_iteration(self.evaluate_if_due(iteration))
+        progress.check_target(score)
         if progress.due(settings.log_interval_secs, "line"):
-            self._console.log(counters, progress.frames_per_sec(), average_return,
+            self._console.log(counters, progress.frames_per_sec(), self._score,
                               self._driver.learn_queue_size(), self._timings,
                               progress.eta(settings.num_env_steps, settings.stop_at_return))
         if progress.due(settings.progress_event_secs or settings.log_interval_secs, "event"):
-            emit_progress(counters, average_return)
-        return average_return
+            emit_progress(counters, score)
+        return score
+
+    def evaluate_if_due(self, iteration: int) -> Optional[float]:
+        """The greedy evaluation (and its video) where one is due: its return, or None."""
+        settings, counters = self._settings, self._counters
+        if not settings.eval_interval or iteration % settings.eval_interval:
+            return None
+        evaluated = evaluate(self._algorithm, counters.iteration, settings.num_eval_episodes,
+                             settings.seed)
+        if self._video is not None:
+            self._video.after_evaluation(self._algorithm, iteration // settings.eval_interval,
+                                         counters.iteration, int(counters.env_steps))
+        return evaluated
 
     def save(self) -> None:
         """A checkpoint (the counters with this run's seconds), and what the driver keeps.

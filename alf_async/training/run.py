@@ -20,6 +20,7 @@ from alf_async.training.assembly import build, run_settings
 from alf_async.training.settings import RunSettings, Settings, write_settings
 from alf_async.config import check_writable, parsed_gin_files, run_tags
 from alf_async.learning.devices import worker_index
+from alf_async.training.scores import score_for
 from alf_async.training.signals import SignalStop
 from alf_async.training.videos import EvalVideo
 from alf_async.training.loop import (Budget, Hooks, Progress, StopCondition, Timeline,
@@ -111,11 +112,12 @@ def _start(algorithm, learner, driver, timeline: Timeline) -> None:
     driver.start()
 
 
-def _result(driver, learner, counters: checkpoints.Counters, progress: Progress) -> dict:
+def _result(score, learner, counters: checkpoints.Counters, progress: Progress) -> dict:
+    """The final metrics; `average_return` is the score's curve's last point."""
     reached = int(counters.reached_env_steps)
     return dict(iteration=int(counters.iteration), env_steps=int(counters.env_steps),
                 episodes=int(counters.episodes),
-                average_return=checkpoints.finite(driver.stats.averages()[0]),
+                average_return=checkpoints.finite(score.last), score=score.tag,
                 frames_per_sec=progress.whole_run_frames_per_sec(), seconds=progress.elapsed(),
                 seconds_to_report_return=progress.reached(),
                 env_steps_to_report_return=reached if reached >= 0 else None,
@@ -152,8 +154,9 @@ def train(root_dir: str, settings: Optional[RunSettings] = None) -> dict:
             replay, env) come from gin through `assembly.run_settings`.
 
     Returns:
-        Final metrics: iteration, env_steps, episodes, average_return (None
-        before any episode ends), frames_per_sec and seconds (of the whole root_dir,
+        Final metrics: iteration, env_steps, episodes, average_return (the
+        run's final score, the last point of its `score` curve: the tag of
+        `training.scores`; None before any), frames_per_sec and seconds (of the whole root_dir,
         over every run that continued it),
         seconds_to_report_return and env_steps_to_report_return (None if not
         reached), optimizer_steps and learning_rate.
@@ -197,6 +200,7 @@ class _Resumed(NamedTuple):
     writer: object  # a tf.summary writer
     config: str  # the operative gin config
     worker: int  # 0: the chief, which writes everything
+    score: object  # the run's `scores` object
 
 
 def _resume(records: Settings, root_dir: str, algorithm, learner, driver, loop) -> _Resumed:
@@ -217,12 +221,13 @@ def _resume(records: Settings, root_dir: str, algorithm, learner, driver, loop) 
     writer = (tf.summary.create_file_writer(os.path.join(root_dir, "train")) if worker == 0
               else tf.summary.create_noop_writer())
     progress = Progress(counters, settings.report_return)
+    score = score_for(driver, counters)
     video = (EvalVideo(root_dir, records.env.env_name, settings.eval_video_interval,
                        settings.seed) if settings.eval_video_interval else None)
     hooks = Hooks(algorithm, learner, driver, loop, counters, manager, progress,
                   settings if worker == 0 else dataclasses.replace(settings, eval_interval=0),
-                  video)
-    return _Resumed(counters, manager, progress, hooks, writer, config, worker)
+                  score, video)
+    return _Resumed(counters, manager, progress, hooks, writer, config, worker, score)
 
 
 def _report_settings(learner, counters: checkpoints.Counters) -> None:
@@ -253,7 +258,7 @@ def _finish(run: _Resumed, algorithm, learner, driver, root_dir: str, interrupt,
     run.writer.flush()
     timeline.mark("checkpoint and export")
     timeline.log()
-    result = _result(driver, learner, run.counters, run.progress)
+    result = _result(run.score, learner, run.counters, run.progress)
     if stopped:
         raise stopped
     if run.worker == 0:

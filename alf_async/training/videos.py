@@ -7,6 +7,7 @@ full screen; MuJoCo renders off-screen through EGL where no display is set).
 """
 
 import io
+import logging as std_logging
 import os
 from typing import List, Optional
 
@@ -21,6 +22,8 @@ from alf_async.training import files
 from alf_async.training.evaluation import GreedyPolicy, greedy_actions
 
 VIDEO_DIR = "videos"  # in a run's root_dir
+# PyOpenGL (MuJoCo's off-screen renderer) says "No OpenGL_accelerate module loaded" at INFO.
+std_logging.getLogger("OpenGL").setLevel(std_logging.WARNING)
 # Our envs without a gymnasium id of their own: (gymnasium id, observed components).
 _GYM_TWINS = {"CartPoleNoVelocity-v1": ("CartPole-v1", [0, 2])}
 

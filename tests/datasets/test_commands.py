@@ -1,12 +1,15 @@
 """The commands with datasets: `train` and `play` record them, `train` learns from one
 offline, and each bad input is one line, exit 2, nothing started or written."""
 
+import json
 import os
 import subprocess
 import sys
 
 import pytest
 import tensorflow_datasets as tfds
+
+from alf_async.experiments import curves
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SMALL = ["--gin_param=create_environment.num_parallel_environments=8",
@@ -51,6 +54,15 @@ def test_a_run_records_resumes_into_its_dataset_and_bc_learns_from_it_offline(tm
     assert "offline: 1024 windows of 1 of" in offline.stderr
     assert "'env_steps': 0" in offline.stderr  # nothing collected was learnt from
     assert "Evaluation at iteration 40: average return" in offline.stderr
+    for root, axis in [(run, "env steps"), (tmp_path / "bc", "learner iterations")]:
+        # one final score: result.json's is the last point of the run's score curve
+        with open(root / "result.json") as f:
+            final = json.load(f)["average_return"]
+        assert curves.score_axis(str(root)) == axis
+        assert final == curves.load_curve(str(root))["value"][-1]
+    evaluated = float(offline.stderr.split("Evaluation at iteration 40: average return ")[1]
+                      .split()[0])
+    assert final == pytest.approx(evaluated, abs=0.05)  # offline: scored by its evaluation
     bad = _command("alf_async.train", "--gin_file=gin_configs/ppo_async.gin",
                    f"--root_dir={tmp_path / 'other'}", *SMALL,
                    f"--gin_param=train.record_dataset='{dataset}'",
@@ -64,6 +76,7 @@ def test_a_run_records_resumes_into_its_dataset_and_bc_learns_from_it_offline(tm
                       f"--record_dataset={tmp_path / 'played'}", "--epsilon=1")
     assert played.returncode == 0, played.stderr[-3000:]
     assert "wrote 6 episodes" in played.stdout
+    assert "over 6 epsilon-greedy (1) episodes" in played.stdout
     metadata = _metadata(tmp_path / "played")
     assert metadata["producer"]["kind"] == "play" and metadata["producer"]["epsilon"] == 1.0
     assert metadata["episodes"] == 6 and len(metadata["weights_digest"]) == 64

@@ -98,3 +98,24 @@ def test_a_truncated_shard_is_named_not_a_stack_trace(tmp_path):
                        r"alf_async_episodes-train.tfrecord-00001 cannot be read "
                        r"\(DataLossError: .*\)$"):
         load_steps(directory, OBSERVATION_SPEC, ACTION_SPEC)
+
+
+def test_several_datasets_are_read_as_one_mixed_dataset_in_their_order(tmp_path):
+    first = _recorded(tmp_path / "a", EPISODES[:2])
+    second = _recorded(tmp_path / "b", EPISODES[2:])
+    steps = load_steps([first, second], OBSERVATION_SPEC, ACTION_SPEC, "Fake-v0")
+    for key, value in concatenated(EPISODES).items():
+        np.testing.assert_array_equal(steps.fields[key], value, err_msg=key)
+    assert steps.episode_last.tolist() == [4] * 5 + [7] * 3 + [13] * 6  # ends shifted
+    assert [part["episodes"] for part in steps.metadata["parts"]] == [2, 1]
+
+
+def test_a_mixed_dataset_with_one_of_another_env_names_that_one(tmp_path):
+    ours = _recorded(tmp_path / "a")
+    recorder = open_recorder(str(tmp_path / "other"), "Other-v0", OBSERVATION_SPEC, ACTION_SPEC,
+                             dict(kind="train", root_dir="/r"), None, 1)
+    recorder.add_steps({k: v[:, None] for k, v in EPISODES[0].items()})
+    recorder.close()
+    with pytest.raises(ValueError, match=r"other was recorded on Other-v0, not on this "
+                                         r"run's Fake-v0"):
+        load_steps([ours, str(tmp_path / "other")], OBSERVATION_SPEC, ACTION_SPEC, "Fake-v0")

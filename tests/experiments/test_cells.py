@@ -86,3 +86,12 @@ def test_a_saved_cell_runs_again_with_more_bindings_unless_its_gin_file_changed(
         cells.cell_again(str(tmp_path / "trial_3"))
     with pytest.raises(ValueError, match="no cell.json there"):
         cells.cell_again(str(tmp_path))
+
+
+def test_a_grid_of_paths_names_its_cells_by_their_last_components():
+    made = cells.make_cells(["bc.gin"], [], [
+        "DatasetBatches.dataset_dir=['runs/datasets/medium', "
+        "['runs/datasets/random', 'runs/datasets/medium/']]"])
+    assert [c.name for c in made] == ["dataset_dir=medium", "dataset_dir=random_medium"]
+    assert made[1].bindings == (
+        "DatasetBatches.dataset_dir=['runs/datasets/random', 'runs/datasets/medium/']",)

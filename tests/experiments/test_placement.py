@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+import types
 
 import pytest
 
@@ -367,3 +368,13 @@ def test_a_many_runs_command_on_a_ray_of_its_own_leaves_nothing_5_s_after_its_en
     for log in logs:
         text = log.read_text()
         assert text.rindex("checkpoint saved") > text.index("Interrupted by SIGTERM"), log
+
+
+def test_parallel_0_runs_one_locally_and_as_many_as_a_ray_cluster_holds():
+    """`experiment run`'s default: what docs/experiments.md says of a cluster."""
+    assert placement.LocalPlacement().capacity(0) == 1
+    assert placement.LocalPlacement().capacity(3) == 3
+    cluster = types.SimpleNamespace(room=6)
+    assert placement.RayPlacement.capacity(cluster, 0) == 6
+    assert placement.RayPlacement.capacity(cluster, 2) == 2
+    assert placement.RayPlacement.capacity(cluster, 9) == 6

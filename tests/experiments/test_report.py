@@ -10,12 +10,13 @@ from tensorboard.summary.writer.record_writer import RecordWriter
 from tensorboard.util import tensor_util
 
 from alf_async.experiments import cells, report
-from alf_async.experiments.curves import RETURN_TAG, load_curve
+from alf_async.experiments.curves import load_curve
+from alf_async.training.files import EVAL_RETURN_TAG, RETURN_TAG
 
 T0 = 1_700_000_000.0
 
 
-def write_run(run_dir, points, start=T0):
+def write_run(run_dir, points, start=T0, tag=RETURN_TAG):
     """Writes `[(seconds after start, env steps, average return)]` as the trainer would."""
     os.makedirs(os.path.join(run_dir, "train"))
     with open(os.path.join(run_dir, "train", "events.out.tfevents.1.test.v2"), "wb") as f:
@@ -24,7 +25,7 @@ def write_run(run_dir, points, start=T0):
                      .SerializeToString())
         for seconds, step, value in points:
             summary = summary_pb2.Summary(value=[summary_pb2.Summary.Value(
-                tag=RETURN_TAG, tensor=tensor_util.make_tensor_proto(np.float32(value)),
+                tag=tag, tensor=tensor_util.make_tensor_proto(np.float32(value)),
                 metadata=summary_pb2.SummaryMetadata(
                     plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars")))])
             writer.write(event_pb2.Event(wall_time=start + seconds, step=step, summary=summary)
@@ -127,3 +128,25 @@ def test_a_chaos_seeds_ledger_goes_into_the_summary_and_the_results_page(experim
     page = open(tmp_path / "out" / "results.md").read()
     assert "| ppo | 1 | 40.0 | — | 33.5 (3,000) | 2; 0 | 0, 2; 0 |" in page
     assert "Median wall seconds of the whole command: ppo: 40.0 s." in page
+
+
+def test_offline_seeds_are_scored_by_evaluation_and_normalized_as_d4rl_does(tmp_path):
+    """Random 20, expert 500: a final 260 is 100 * 240 / 480 = 50."""
+    cell = cells.Cell("bc", ("bc.gin",), (), ())
+    cell.save(str(tmp_path / "exp" / "bc"))
+    finals = {1: 260.0, 2: 140.0, 3: 500.0}
+    for seed, final in finals.items():
+        write_run(str(tmp_path / "exp" / "bc" / f"seed_{seed}"),
+                  [(1.0, 100, 30.0), (2.0, 200, final)], tag=EVAL_RETURN_TAG)
+    summary = report.write_report([str(tmp_path / "exp")], str(tmp_path / "out"),
+                                  normalize=(20.0, 500.0))
+    cell_summary = summary["experiments"][0]["cells"][0]
+    assert cell_summary["axis"] == "learner iterations"
+    assert [s["env_steps"] for s in cell_summary["seeds"]] == [200] * 3  # iterations
+    assert [s["normalized"] for s in cell_summary["seeds"]] == pytest.approx([50.0, 25.0, 100.0])
+    assert cell_summary["aggregate"]["normalized"]["median"] == pytest.approx(50.0)
+    page = (tmp_path / "out" / "results.md").read_text()
+    assert "| cell | reached | learner iterations to target" in page
+    assert "random 20 and expert 500" in page and "| 1 | — | — | 260.0 | 260.0 |" in page
+    with pytest.raises(ValueError, match="two different returns"):
+        report.summarize([str(tmp_path / "exp")], normalize=(5.0, 5.0))

@@ -269,7 +269,8 @@ def _wandb_records(root):
 def test_wandb_offline_gets_the_scalars_against_env_steps_and_a_resume_keeps_the_id(tmp_path):
     root = tmp_path / "run"
     env = {k: v for k, v in os.environ.items() if not k.startswith("WANDB_")}
-    _run(_train(root, "--tracker=wandb", "--tracker_group=g"), env=env)
+    first = _run(_train(root, "--tracker=wandb", "--tracker_group=g"), env=env)
+    assert "Adding directory to artifact" not in first.stderr + first.stdout  # W&B's chatter
     _run(_train(root, "--tracker=wandb", "--tracker_group=g", budget=8192), env=env)
     ids, history, config, saved = _wandb_records(str(root))
     run_id = json.loads((root / "tracker.json").read_text())["wandb"]

@@ -14,6 +14,10 @@ def _counters():
     return Counters(learner)
 
 
+def _score(value):
+    return types.SimpleNamespace(label="average return", last=value)
+
+
 class _Clock:
     def __init__(self):
         self.now = 1000.0
@@ -90,12 +94,12 @@ def test_the_starvation_hint_is_printed_once_then_only_every_few_minutes(clock, 
     starved = dict(dequeue_wait_ms=50.0, grad_ms=10.0)
     hints = lambda: len([line for line in logged if "waits for data" in line])
     for _ in range(20):
-        console.log(_counters(), 1.0, float("nan"), 0, starved, "")
+        console.log(_counters(), 1.0, _score(float("nan")), 0, starved, "")
         clock.now += 5.0
     assert hints() == 1 and len(logged) == 21
     clock.now += loop.HINT_REPEAT_SECS
-    console.log(_counters(), 1.0, 10.0, 0, starved, "")
-    console.log(_counters(), 1.0, 10.0, 0, dict(dequeue_wait_ms=1.0, grad_ms=10.0), "")
+    console.log(_counters(), 1.0, _score(10.0), 0, starved, "")
+    console.log(_counters(), 1.0, _score(10.0), 0, dict(dequeue_wait_ms=1.0, grad_ms=10.0), "")
     assert hints() == 2
 
 
@@ -138,8 +142,8 @@ def test_the_progress_line_has_no_empty_busy_part_before_the_first_timings(monke
     logged = []
     monkeypatch.setattr(loop.logging, "info", lambda fmt, *a: logged.append(fmt % a))
     console = ConsoleLine()
-    console.log(_counters(), 650.0, 22.1, 2, {}, "")  # the first line: no timings yet
-    console.log(_counters(), 650.0, 22.1, 2, dict(busy=0.5), " | ETA 25 s")
+    console.log(_counters(), 650.0, _score(22.1), 2, {}, "")  # the first line: no timings yet
+    console.log(_counters(), 650.0, _score(22.1), 2, dict(busy=0.5), " | ETA 25 s")
     assert logged[0].endswith("| learn queue 2") and "busy" not in logged[0]
     assert logged[1].endswith("| learn queue 2 | busy: learner 50% | ETA 25 s")
 

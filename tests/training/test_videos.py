@@ -69,3 +69,18 @@ def test_a_recording_that_fails_warns_once_and_stops_the_videos(tmp_path, monkey
             video.after_evaluation(ConstantPolicy(0), evaluation, 1, 100)
     assert len(caplog.records) == 1 and "Evaluation videos stop" in caplog.text
     assert "NoSuchEnv-v0" in caplog.text and not (tmp_path / "videos").exists()
+
+
+def test_pyopengls_info_lines_are_held_back_where_videos_render():
+    """MuJoCo's renderer imports PyOpenGL, which logs 'No OpenGL_accelerate module
+    loaded' at INFO: not a line for the user's console."""
+    import logging  # pylint: disable=import-outside-toplevel
+    from alf_async.training import videos  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.INFO)  # as absl's commands set it
+    try:
+        assert not logging.getLogger("OpenGL.acceleratesupport").isEnabledFor(logging.INFO)
+        assert logging.getLogger("OpenGL.acceleratesupport").isEnabledFor(logging.WARNING)
+    finally:
+        root.setLevel(level)
