@@ -123,6 +123,8 @@ def _report(root: str) -> None:
         print(lineage.write_report(os.path.abspath(root)), end="")
     except ValueError as error:
         _fail(str(error))
+    folder = os.path.join(root, lineage.PBT_DIR)
+    print(f"wrote {os.path.join(folder, 'report.md')} and {os.path.join(folder, 'curves.png')}")
 
 
 def _replay(root: str, member: str) -> None:
@@ -144,8 +146,9 @@ def _replay(root: str, member: str) -> None:
          f"train.num_env_steps={len(chain) * settings.interval_env_steps}",
          "train.stop_at_return=None", *bindings], FLAGS.tf_threads)
     command += tracker_settings.from_flags().flags()  # a run of its own, `<root>/replay_<i>`
-    logging.info("pbt replay: member %s's schedule over %d generations: %s", member,
-                 len(chain), " ".join(bindings))
+    logging.info("pbt replay: member %s's schedule over %d generations (%s), from scratch "
+                 "into %s", member, len(chain), lineage.schedule_text(chain),
+                 os.path.join(root, f"replay_{member}"))
     sys.exit(subprocess.call(command))
 
 

@@ -132,6 +132,8 @@ def _run_workers(study, settings, argv) -> int:
             placement.capacity(FLAGS.workers))
         code = workers.run_workers(placement, workers.worker_command(
             argv, settings.out_dir, tf_threads), FLAGS.workers, settings.out_dir)
+        if code == 1 and study.holds_every_trial(settings):
+            code = 0  # a worker or a trial failed, and others finished the study
     finally:
         placement.close()
     study.print_best(study.open_study(settings), settings)

@@ -50,9 +50,9 @@ def define_flags(unit: str) -> None:
     flags.DEFINE_string(f"{unit}_resources", '{"CPU": 1}', f"--backend=ray: what each {unit} "
                         f"asks of its node (JSON of Ray resources); as many run at once as "
                         f"the cluster holds.")
-    flags.DEFINE_integer(f"{unit}_retries", 3, f"--backend=ray: times a {unit} whose node "
-                         f"was lost is started again on another node (it resumes from its "
-                         f"checkpoint).")
+    flags.DEFINE_integer(f"{unit}_retries", 3, f"Times a {unit} whose node was lost (Ray) is "
+                         f"started again on another node (it resumes from its checkpoint); a "
+                         f"tune worker that dies is started again as often, here too.")
 
 
 def from_flags(unit: str, out_dir: str, command: str):
@@ -62,7 +62,7 @@ def from_flags(unit: str, out_dir: str, command: str):
     if values.backend == "local":
         if values.address:
             raise ValueError("--address needs --backend=ray")
-        return LocalPlacement()
+        return LocalPlacement(values[f"{unit}_retries"].value)
     return RayPlacement(values.address, parse_resources(f"--{unit}_resources",
                                                         values[f"{unit}_resources"].value),
                         out_dir, values[f"{unit}_retries"].value, unit, command)
@@ -114,8 +114,12 @@ class LocalPlacement:
     """Runs as subprocesses of this host."""
 
     name = "local"
-    retries = 0  # a run here is never lost to its node
     nodes = 1  # the nodes runs may land on: this host
+
+    def __init__(self, retries: int = 0):
+        """`retries`: times a tune worker that dies is started again (a run here is
+        never lost to its node, so seeds and members are not started again)."""
+        self.retries = retries
 
     def capacity(self, parallel: int) -> int:
         """How many runs go at once: `parallel` (0: one)."""

@@ -116,6 +116,12 @@ def _describe(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
           f"| {finished} finished", flush=True)
 
 
+def holds_every_trial(settings: SearchSettings) -> bool:
+    """Whether the study holds the `settings.trials` finished trials asked for."""
+    finished = open_study(settings).get_trials(deepcopy=False, states=FINISHED)
+    return len(finished) >= settings.trials
+
+
 def print_best(study: optuna.Study, settings: SearchSettings) -> None:
     """The study's counts, its best trial's settings and how to re-run it."""
     counts = {s.name.lower(): len(study.get_trials(deepcopy=False, states=(s,)))

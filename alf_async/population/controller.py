@@ -244,6 +244,8 @@ def run(settings: PbtSettings, should_stop: Callable[[], bool] = lambda: False,
     save_settings(settings)
     rng = random.Random(settings.seed)
     generation, members = _load_state(settings, rng)
+    if generation > 1:
+        logging.info("pbt: resuming at generation %d of %d", generation, settings.generations)
     _save_state(settings, generation, members, rng)
     curve = PopulationCurve(settings.root_dir)
     while generation <= settings.generations:

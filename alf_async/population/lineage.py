@@ -78,11 +78,21 @@ def table(records: List[dict]) -> str:
             "|" + "---|" * (len(settings) + 5)]
     for r in sorted(records, key=lambda r: (r["member"], r["generation"])):
         score = "-" if r["score"] is None else f"{r['score']:.1f}"
-        parent = "" if r["parent"] == r["member"] else str(r["parent"])
+        parent = "own" if r["parent"] == r["member"] else str(r["parent"])
         rows.append(f"| {r['member']} | {r['generation']} | {parent} | " +
                     " | ".join(f"{r['settings'][s]:.4g}" for s in settings) +
                     f" | {score} | {r['env_steps']} |")
-    return "\n".join(rows) + "\n"
+    return ("\n".join(rows) + "\n\nparent: the member whose checkpoint this generation "
+            "continued from ('own': its own); score: its run's final score at the ready "
+            "point (`result.json`), as the controller ranked it, the curves' point there.\n")
+
+
+def schedule_text(chain: List[dict]) -> str:
+    """`learning_rate 0.003369 -> 0.004043; clip_ratio ...`: each setting's value per
+    generation of `chain` (oldest first)."""
+    settings = sorted({s for r in chain for s in r["settings"]})
+    return "; ".join(f"{s} " + " -> ".join(f"{r['settings'][s]:.4g}" for r in chain)
+                     for s in settings)
 
 
 def plot(root_dir: str, records: List[dict], path: str) -> None:

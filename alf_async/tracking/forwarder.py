@@ -183,8 +183,9 @@ class Forwarder:
                    and self._attempt(lambda: self._send_end(exit_code))):
             if time.monotonic() >= deadline:
                 logging.warning("Tracker %s: %d points and the run's end files were not "
-                                "sent (%s)", self._settings.kind, len(self._pending),
-                                self._failing)
+                                "sent; the same command run again sends them from the "
+                                "TensorBoard files once the tracker answers",
+                                self._settings.kind, len(self._pending))
                 break
             time.sleep(1.0)
         return sent
@@ -261,9 +262,13 @@ class Forwarder:
 
 
 
-def _line(error: BaseException) -> str:
+def _line(error: BaseException, most: int = 120) -> str:
+    """`Type: first line`, cut at a word's end within `most` characters."""
     text = str(error).strip().splitlines()
-    return f"{type(error).__name__}: {text[0][:200]}" if text else type(error).__name__
+    if not text:
+        return type(error).__name__
+    first = text[0] if len(text[0]) <= most else text[0][:most].rsplit(" ", 1)[0] + " ..."
+    return f"{type(error).__name__}: {first}"
 
 
 @contextlib.contextmanager

@@ -35,3 +35,18 @@ def test_a_stale_trial_is_queued_with_its_settings_once_and_one_without_any_is_r
     assert ("trial 2: no heartbeat from its worker for 4 s (it died, or its node was lost): "
             "marked failed, before it drew its settings: a new trial takes its place"
             in capsys.readouterr().out)
+
+
+def test_a_study_holding_every_trial_asked_for_is_done_whatever_failed_on_the_way(
+        monkeypatch):
+    """`tune` exits 0 then, though a worker died (its trial marked failed, run again)."""
+    import types  # pylint: disable=import-outside-toplevel
+    from alf_async.experiments import study as study_lib  # pylint: disable=import-outside-toplevel
+    study = optuna.create_study()
+    monkeypatch.setattr(study_lib, "open_study", lambda settings: study)
+    settings = types.SimpleNamespace(trials=2)
+    _failed(study, {})
+    study.tell(study.ask(), 1.0)
+    assert not study_lib.holds_every_trial(settings)  # a failed trial does not count
+    study.tell(study.ask(), state=optuna.trial.TrialState.PRUNED)
+    assert study_lib.holds_every_trial(settings)

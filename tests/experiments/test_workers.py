@@ -75,3 +75,15 @@ def test_a_worker_dead_past_its_retries_makes_the_search_fail(tmp_path):
     placement = _Placement({"worker_0": [(-signal.SIGKILL,)] * 3})
     assert workers.run_workers(placement, ["tune"], 1, str(tmp_path), poll_secs=0) == 1
     assert len(placement.started) == 3
+
+
+def test_a_local_tune_worker_that_dies_is_started_again_within_worker_retries():
+    """docs/experiments.md's promise held for --backend=local too (it was Ray's only)."""
+    import subprocess  # pylint: disable=import-outside-toplevel
+    code = ("import sys; from absl import flags; from alf_async import tune; "
+            "from alf_async.experiments import placement; flags.FLAGS(sys.argv); "
+            "print(placement.from_flags('worker', '/tmp', 'tune').retries)")
+    result = subprocess.run([sys.executable, "-c", code, "--backend=local", "--worker_retries=2"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip() == "2"

@@ -140,7 +140,10 @@ def test_without_exploit_it_is_a_random_search_and_a_stopped_one_resumes(tmp_pat
     assert controller.run(settings, lambda: len(calls) > 1) == 130
     assert {r["generation"] for r in lineage.read(str(tmp_path))} == {1}
     _fake_members(monkeypatch)
+    said = []
+    monkeypatch.setattr(controller.logging, "info", lambda fmt, *a: said.append(fmt % a))
     assert controller.run(settings) == 0  # the same command goes on
+    assert said[0] == "pbt: resuming at generation 2 of 3"
     records = lineage.read(str(tmp_path))
     assert len(records) == 12 and all(r["parent"] == r["member"] for r in records)
     first = {r["member"]: r["settings"] for r in records if r["generation"] == 1}

@@ -36,8 +36,14 @@ def test_the_table_shows_each_generation_and_where_it_came_from():
     lines = text.splitlines()
     assert lines[0] == "| member | generation | parent | learning_rate | score | env steps |"
     assert "| 0 | 2 | 1 | 0.0024 | 1.0 | 200 |" in lines
-    assert "| 1 | 2 |  | 0.002 | 6.0 | 200 |" in lines  # its own: no parent shown
-    assert len(lines) == 2 + len(RECORDS)
+    assert "| 1 | 2 | own | 0.002 | 6.0 | 200 |" in lines  # its own checkpoint
+    assert len(lines) == 2 + len(RECORDS) + 2  # and the line that explains the columns
+    assert lines[-1].startswith("parent: the member whose checkpoint this generation")
+
+
+def test_a_replays_schedule_is_one_short_line_of_each_settings_values():
+    chain = lineage.ancestry(RECORDS, 1)
+    assert lineage.schedule_text(chain) == "learning_rate 0.002 -> 0.0024 -> 0.0019"
 
 
 def test_a_folder_without_lineage_is_refused(tmp_path):

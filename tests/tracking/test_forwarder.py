@@ -171,7 +171,9 @@ def test_the_end_is_given_up_after_one_warning_when_the_tracker_stays_down(
         assert not forwarder.close(exit_code, flush_secs=flush_secs)
     assert time.time() - start < 5
     assert tracker.closed is None and len(caplog.records) == 2
-    assert "were not sent" in caplog.records[-1].getMessage()
+    last = caplog.records[-1].getMessage()
+    assert last.startswith("Tracker mlflow: ") and "were not sent" in last
+    assert "run again sends them" in last and len(last) < 200  # one short line
 
 
 def test_a_finished_run_sends_its_end_once_the_tracker_is_back(tmp_path):
@@ -218,3 +220,14 @@ def test_provenance_tags_are_the_cells(tmp_path):
     tags = provenance.run_tags(str(tmp_path), [str(gin)])
     assert tags["gin_sha256"] == hashlib.sha256(b"train.seed = 1\n").hexdigest()
     assert tags["gin_files"] == str(gin) and tags["commit"]
+
+
+def test_a_long_error_is_cut_at_a_words_end():
+    from alf_async.tracking.forwarder import _line  # pylint: disable=import-outside-toplevel
+    error = ConnectionError("HTTPConnectionPool(host='127.0.0.1', port=5999): Max retries "
+                            "exceeded with url: /api/2.0/mlflow/runs/log-batch (Caused by "
+                            "NewConnectionError('Failed to establish a new connection'))\nmore")
+    line = _line(error)
+    assert line.startswith("ConnectionError: HTTPConnectionPool(host='127.0.0.1'")
+    assert line.endswith(" ...") and len(line) <= len("ConnectionError: ") + 124
+    assert line[:-4].split()[-1] in error.args[0].split()  # a whole word before the cut
