@@ -448,9 +448,14 @@ def test_a_ray_launch_leaves_no_process_and_no_temp_folder_5_s_after_its_end(
 
 
 def test_the_start_up_line_says_the_learner_listens_on_every_interface():
-    """Reverb binds *:PORT: the line must not claim loopback (`ss -ltnp` shows *:PORT)."""
-    from alf_async.supervision import commands  # pylint: disable=import-outside-toplevel
-    from alf_async.launch import servers_text  # pylint: disable=import-outside-toplevel
-    assert servers_text([commands.LearnerWorker("127.0.0.1", 49837, 0)]) == (
+    """Reverb binds *:PORT: the line must not claim loopback (`ss -ltnp` shows *:PORT).
+    In a process of its own: the launch's flags beside no other command's."""
+    code = ("from alf_async.launch import servers_text; "
+            "from alf_async.supervision.commands import LearnerWorker; "
+            "print(servers_text([LearnerWorker('127.0.0.1', 49837, 0)]))")
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                            text=True, timeout=60)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip() == (
         "127.0.0.1:49837 (actors dial it there; its Reverb server listens on that port of "
         "every interface)")

@@ -328,7 +328,7 @@ def _many_runs_command(command, out):
                 "--backend=ray", "--gin_param=train.num_iterations=100000",
                 "--gin_param=train.num_env_steps=None"]
     return [sys.executable, "-m", "alf_async.pbt", *gin, f"--root_dir={out}",
-            "--population=2", "--parallel=2", "--interval_env_steps=10000000",
+            "--population=2", "--quantile=0.5", "--parallel=2", "--interval_env_steps=10000000",
             "--mutate=alf_async.Learner.learning_rate:log_uniform(1e-4,1e-2)", "--backend=ray"]
 
 
