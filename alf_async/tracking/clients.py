@@ -14,7 +14,7 @@ from typing import Dict, List, NamedTuple, Optional, Protocol, Sequence
 from absl import logging
 
 from alf_async import extras
-from alf_async.tracking.settings import TrackerSettings
+from alf_async.tracking.settings import TRACKERS, TrackerSettings
 
 GROUP_TAG = "alf_async.group"  # an MLflow run that is a group's parent
 _PARAM_CHARS = 500  # MLflow's limit on a parameter's value before 2.x
@@ -192,8 +192,8 @@ class WandbTracker:
 
 
 def make_tracker(settings: TrackerSettings) -> Tracker:
-    """The client for `settings.kind` ("mlflow" or "wandb")."""
-    return {"mlflow": MlflowTracker, "wandb": WandbTracker}[settings.kind](settings)
+    """The client for `settings.kind` (a tracker of `settings.TRACKERS` but "none")."""
+    return globals()[TRACKERS[settings.kind].client](settings)  # a class of this module
 
 
 def make_groups_ahead(settings: TrackerSettings, groups: List[str]) -> None:

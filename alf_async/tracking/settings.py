@@ -9,15 +9,26 @@ import os
 import sys
 import urllib.error
 import urllib.request
-from typing import List, Optional
+from typing import List, NamedTuple, Optional
 
 from absl import flags
 
 from alf_async import extras
 
-TRACKERS = ("none", "mlflow", "wandb")
-# tracker -> (module, extra)
-_MODULES = {"mlflow": ("mlflow", "mlflow"), "wandb": ("wandb", "wandb")}
+
+
+class TrackerKind(NamedTuple):
+    """One tracker a run can report to: the package it needs, the pip extra that brings
+    it, and its client's class (in `tracking.clients`) by name."""
+    module: str
+    extra: str
+    client: str
+
+
+# --tracker's values: the one list of trackers ("none": TensorBoard alone).
+TRACKERS = {"none": None,
+            "mlflow": TrackerKind("mlflow", "mlflow", "MlflowTracker"),
+            "wandb": TrackerKind("wandb", "wandb", "WandbTracker")}
 RUN_FILE = "tracker.json"  # in a run's root_dir: the tracker run it continues
 
 
@@ -26,7 +37,7 @@ class TrackerSettings:
     """Where a run's summaries go besides TensorBoard.
 
     Attributes:
-        kind: "none", "mlflow" or "wandb".
+        kind: a name of `TRACKERS` ("none": TensorBoard alone).
         uri: MLflow's tracking URI (None: `MLFLOW_TRACKING_URI`, else MLflow's
             default `./mlruns`); unused by W&B.
         project: the MLflow experiment or W&B project.
@@ -53,8 +64,8 @@ class TrackerSettings:
         if self.kind not in TRACKERS:
             raise ValueError(f"--tracker must be one of {', '.join(TRACKERS)}, got "
                              f"{self.kind!r}")
-        if self.kind in _MODULES:
-            module, extra = _MODULES[self.kind]
+        if TRACKERS[self.kind] is not None:
+            module, extra, _ = TRACKERS[self.kind]
             extras.check_installed(module, extra, f"--tracker={self.kind}")
         if self.kind == "mlflow" and contact and self.group is None:
             # a run of a group (a seed, a trial, a member) was checked by the command
@@ -94,7 +105,7 @@ def define_flags() -> None:
     caller = sys._getframe(1).f_globals["__name__"]  # pylint: disable=protected-access
     module = dict(module_name=sys.argv[0] if caller == "__main__" else caller)
     helps = {
-        "tracker": "none, mlflow or wandb: also report the run to MLflow or Weights & Biases "
+        "tracker": f"{', '.join(TRACKERS)}: also report the run to MLflow or Weights & Biases "
                    "(offline unless WANDB_MODE says otherwise): the summaries against env "
                    "steps, the bindings, result.json, the policy.",
         "tracker_uri": "MLflow's tracking URI (default: MLFLOW_TRACKING_URI, else ./mlruns).",

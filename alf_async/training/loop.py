@@ -304,6 +304,12 @@ class Hooks:
                                          counters.iteration, int(counters.env_steps))
         return evaluated
 
+    def close(self, wait_secs: float = 0.0) -> None:
+        """Ends the evaluation videos, showing one still being recorded if it is ready
+        within `wait_secs`."""
+        if self._video is not None:
+            self._video.close(wait_secs)
+
     def save(self) -> None:
         """A checkpoint (the counters with this run's seconds), and what the driver keeps.
 

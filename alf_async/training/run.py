@@ -101,6 +101,10 @@ def _build(settings: Settings, root_dir: str, timeline: Timeline):
     return built
 
 
+# How long the end of a run waits for an evaluation video still being recorded.
+VIDEO_WAIT_SECS = 60.0
+
+
 def _start(algorithm, learner, driver, timeline: Timeline) -> None:
     """Compiles the learner's update, then starts the driver: TensorFlow's
     optimising the update in its first run overlaps the first collection."""
@@ -127,13 +131,17 @@ def _result(score, learner, counters: checkpoints.Counters, progress: Progress) 
 
 def _train_loop(learner, driver, loop, hooks: Hooks, done: StopCondition, config: str,
                 timeline: Timeline, summary_interval: int) -> None:
-    """Iterates under the summary writer's interval; stops the driver whatever happens."""
+    """Iterates under the summary writer's interval; stops the driver whatever happens
+    (and the evaluation videos where an error ends the loop)."""
     try:
         with tf.summary.record_if(lambda: tf.equal(learner.train_step % summary_interval, 0)):
             tf.summary.text("config/operative_gin", config, step=learner.train_step)
             iterate(loop, hooks, done, timeline)
             with tf.summary.record_if(True):  # the final state, whatever the interval
                 hooks.write_metrics()
+    except BaseException:
+        hooks.close()
+        raise
     finally:
         driver.stop()
 
@@ -222,8 +230,8 @@ def _resume(records: Settings, root_dir: str, algorithm, learner, driver, loop) 
               else tf.summary.create_noop_writer())
     progress = Progress(counters, settings.report_return)
     score = score_for(driver, counters)
-    video = (EvalVideo(root_dir, records.env.env_name, settings.eval_video_interval,
-                       settings.seed) if settings.eval_video_interval else None)
+    video = (EvalVideo(root_dir, config, records.env.env_name, settings.eval_video_interval,
+                       settings.seed) if settings.eval_video_interval and worker == 0 else None)
     hooks = Hooks(algorithm, learner, driver, loop, counters, manager, progress,
                   settings if worker == 0 else dataclasses.replace(settings, eval_interval=0),
                   score, video)
@@ -259,6 +267,9 @@ def _finish(run: _Resumed, algorithm, learner, driver, root_dir: str, interrupt,
     timeline.mark("checkpoint and export")
     timeline.log()
     result = _result(run.score, learner, run.counters, run.progress)
+    with run.writer.as_default():  # after the run's seconds: a video still being recorded
+        run.hooks.close(wait_secs=0.0 if stopped else VIDEO_WAIT_SECS)
+    run.writer.flush()
     if stopped:
         raise stopped
     if run.worker == 0:
