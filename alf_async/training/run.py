@@ -194,7 +194,7 @@ def train(root_dir: str, settings: Optional[RunSettings] = None) -> dict:
             _train_loop(learner, driver, loop, run.hooks, done, run.config, timeline,
                         settings.summary_interval)
         timeline.mark("training")
-        result = _finish(run, algorithm, learner, driver, root_dir, interrupt, timeline)
+        result = _finish(run, algorithm, learner, root_dir, interrupt, timeline)
     logging.info("Training done: %s", result)
     return result
 
@@ -252,12 +252,12 @@ def _report_settings(learner, counters: checkpoints.Counters) -> None:
                                              for name, value in sorted(values.items())))
 
 
-def _finish(run: _Resumed, algorithm, learner, driver, root_dir: str, interrupt,
+def _finish(run: _Resumed, algorithm, learner, root_dir: str, interrupt,
             timeline: Timeline) -> dict:
     """Saves and exports the run; returns its result (written to result.json unless
     a signal stopped it: then raises `TrainingInterrupted`)."""
     run.progress.sync()
-    run.counters.keep_episodes(driver.stats.recent())
+    run.counters.keep_episodes(run.score.episodes())
     stopped = interrupt.signum and TrainingInterrupted(interrupt.signum,
                                                        int(run.counters.iteration))
     _save_and_export(run.manager, run.counters, algorithm, root_dir, run.worker, stopped)

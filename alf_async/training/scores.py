@@ -34,13 +34,22 @@ class CollectionScore:
     def __init__(self, driver, counters):
         self._driver, self._counters = driver, counters
         self.last = math.nan
+        self._episodes = np.zeros([0, 2])
 
     def after_iteration(self, unused_evaluated: Optional[float]) -> float:
         """Writes this iteration's point (every iteration: a target's exact crossing)."""
-        self.last = _as_written(self._driver.stats.averages()[0])
+        self._episodes = self._driver.stats.recent()
+        self.last = _as_written(np.mean(self._episodes[:, 0]) if len(self._episodes)
+                                else math.nan)
         with tf.summary.record_if(True):
             tf.summary.scalar(self.tag, self.last, step=self._counters.env_steps)
         return self.last
+
+    def episodes(self) -> np.ndarray:
+        """`[n, 2]` (return, length): the episodes the last point averages. The final
+        checkpoint keeps these, not the log thread's later window, so that a resumed
+        run starts from the average `result.json` holds."""
+        return self._episodes
 
 
 class EvaluationScore:
@@ -53,8 +62,8 @@ class EvaluationScore:
     label = "greedy return"
     tag = EVAL_RETURN_TAG
 
-    def __init__(self, unused_driver, counters):
-        self._counters = counters
+    def __init__(self, driver, counters):
+        self._driver, self._counters = driver, counters
         self.last = math.nan
 
     def after_iteration(self, evaluated: Optional[float]) -> float:
@@ -64,6 +73,10 @@ class EvaluationScore:
             with tf.summary.record_if(True):
                 tf.summary.scalar(self.tag, self.last, step=self._counters.iteration)
         return self.last
+
+    def episodes(self) -> np.ndarray:
+        """`[n, 2]`: the collection's window (it scores nothing here)."""
+        return self._driver.stats.recent()
 
 
 def score_for(driver, counters):

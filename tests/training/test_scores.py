@@ -9,16 +9,19 @@ import pytest
 import tensorflow as tf
 
 from alf_async.experiments import curves
+from alf_async.metrics import EpisodeStats
 from alf_async.training import scores
 from alf_async.training.files import EVAL_RETURN_TAG, RETURN_TAG
 
 
 class _Stats:
+    """The collection's window: one episode of return `value` (none while NaN)."""
+
     def __init__(self):
         self.value = math.nan
 
-    def averages(self):
-        return self.value, 0.0
+    def recent(self):
+        return np.zeros([0, 2]) if math.isnan(self.value) else np.array([[self.value, 9.0]])
 
 
 def _run(tmp_path, learns_from_env, points):
@@ -72,3 +75,22 @@ def test_a_run_with_both_curves_is_read_by_its_env_step_return(tmp_path):
         tf.summary.scalar(EVAL_RETURN_TAG, 99.0, step=4)
     assert curves.score_axis(str(tmp_path)) == "env steps"
     assert curves.load_curve(str(tmp_path))["value"][-1] == pytest.approx(15.7)
+
+
+def test_the_episodes_kept_for_a_resume_are_those_the_last_point_averaged(tmp_path):
+    """The log thread goes on adding episodes after the last iteration's score (until
+    the driver stops): the final checkpoint must keep the window that score averaged,
+    or a resumed run's first line disagrees with result.json."""
+    stats = EpisodeStats(num_envs=1, batch_size=1, window=100)
+    stats.resume(np.array([[20.0, 20.0], [24.0, 24.0]]))
+    driver = types.SimpleNamespace(stats=stats,
+                                   batches=types.SimpleNamespace(learns_from_env=True))
+    counters = types.SimpleNamespace(iteration=tf.Variable(1, dtype=tf.int64),
+                                     env_steps=tf.Variable(64, dtype=tf.int64))
+    score = scores.score_for(driver, counters)
+    with tf.summary.create_file_writer(str(tmp_path)).as_default():
+        assert score.after_iteration(None) == 22.0
+    stats.resume(np.array([[50.0, 50.0]]))  # an episode that ended after the last point
+    assert stats.averages()[0] == pytest.approx(94.0 / 3)
+    np.testing.assert_array_equal(score.episodes(), [[20.0, 20.0], [24.0, 24.0]])
+    assert np.mean(score.episodes()[:, 0]) == score.last
