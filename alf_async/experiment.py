@@ -121,12 +121,12 @@ def _cells(cells) -> list:
 
 def _record_command(out: str) -> None:
     """Adds this command line to `out/command.txt`, unless it is there already."""
-    from alf_async.training import files  # pylint: disable=import-outside-toplevel
+    from alf_async.runs import layout  # pylint: disable=import-outside-toplevel
     line = shlex.join(["python", "-m", "alf_async.experiment", *sys.argv[1:]])
     path = os.path.join(out, COMMAND_FILE)
     lines = open(path).read().splitlines() if os.path.exists(path) else []
     if line not in lines:
-        files.write_text(path, "\n".join(lines + [line]) + "\n")
+        layout.write_text(path, "\n".join(lines + [line]) + "\n")
 
 
 def report_command(dirs) -> int:
@@ -170,14 +170,14 @@ def _normalize(text):
 def _publish(summary: dict, experiment_dirs: Sequence[str], path: str) -> None:
     """Writes `summary` with its config and the commands that made its experiments
     (one line each) to `path` (the docs' results)."""
-    from alf_async.training import files  # pylint: disable=import-outside-toplevel
+    from alf_async.runs import layout  # pylint: disable=import-outside-toplevel
     commands = [os.path.join(d, COMMAND_FILE) for d in experiment_dirs]
     command = "\n".join(open(f).read().strip() for f in commands if os.path.exists(f)) or None
     cells = [c for e in summary["experiments"] for c in e["cells"]]
     for cell in cells:
         cell["gin_files"] = [os.path.relpath(f) for f in cell["gin_files"]]
     name = os.path.basename(cells[0]["gin_files"][-1]) if cells[0]["gin_files"] else None
-    files.write_text(path, json.dumps(dict(config=name, source="alf_async.experiment",
+    layout.write_text(path, json.dumps(dict(config=name, source="alf_async.experiment",
                                            command=command, **summary), indent=1))
     print(f"published {path}")
 

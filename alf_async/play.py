@@ -19,7 +19,7 @@ import sys
 from absl import flags, logging
 
 from alf_async import config
-from alf_async.training import files
+from alf_async.runs import layout
 
 flags.DEFINE_string("root_dir", None, "A training run's root_dir.")
 flags.DEFINE_integer("num_episodes", 10, "Greedy episodes to play (in parallel).")
@@ -34,10 +34,10 @@ FLAGS = flags.FLAGS
 
 def _policy_dir() -> str:
     """The run's complete exported policy; exits 2 in one line where it has none."""
-    path = files.readable_directory(os.path.join(FLAGS.root_dir, files.POLICY_DIR))
-    if path is None or not files.complete_saved_model(path):
+    path = layout.readable_directory(os.path.join(FLAGS.root_dir, layout.POLICY_DIR))
+    if path is None or not layout.complete_saved_model(path):
         logging.error("No complete exported policy in %s: a run exports it when it ends",
-                      os.path.join(FLAGS.root_dir, files.POLICY_DIR))
+                      os.path.join(FLAGS.root_dir, layout.POLICY_DIR))
         sys.exit(2)
     if not os.path.isfile(os.path.join(FLAGS.root_dir, "operative_config.gin")):
         logging.error("No operative_config.gin in %s: not a training run's root_dir",
@@ -55,7 +55,7 @@ def _recording(policy, act, env, env_name: str):
     from alf_async.datasets.recorder import open_recorder
     producer = dict(kind="play", root_dir=os.path.abspath(FLAGS.root_dir),
                     commit=project_version() or "unknown", epsilon=FLAGS.epsilon,
-                    run_settings=files.read_settings(FLAGS.root_dir) or {})
+                    run_settings=layout.read_settings(FLAGS.root_dir) or {})
     try:
         act, log_probs = playing.epsilon_greedy(act, env.action_spec(), FLAGS.epsilon,
                                                 FLAGS.seed)
@@ -104,7 +104,7 @@ def main(argv) -> None:
               f"to {recorder.writer.directory}")
     if FLAGS.gif:
         frames = videos.record_episode(policy, run_settings().env.env_name, FLAGS.seed)
-        files.write_bytes(FLAGS.gif, videos.gif_bytes(frames))
+        layout.write_bytes(FLAGS.gif, videos.gif_bytes(frames))
         print(f"wrote {FLAGS.gif} ({len(frames)} frames)")
 
 

@@ -20,7 +20,7 @@ import re
 from typing import List, Optional, Sequence, Tuple
 
 from alf_async.experiments import provenance
-from alf_async.training import files
+from alf_async.runs import layout
 
 CELL_FILE = "cell.json"  # in every cell directory: what made its seeds (`provenance`)
 
@@ -122,7 +122,7 @@ class Cell:
         if changed:
             raise ValueError(f"{cell_dir} holds seeds made otherwise: {'; '.join(changed)}. "
                              f"Use another --out, or --new_cell")
-        files.write_text(os.path.join(cell_dir, CELL_FILE),
+        layout.write_text(os.path.join(cell_dir, CELL_FILE),
                          json.dumps(dataclasses.asdict(self), indent=1))
 
     def differences(self, cell_dir: str) -> List[str]:

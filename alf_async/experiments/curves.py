@@ -9,7 +9,7 @@ import numpy as np
 from tensorboard.backend.event_processing import event_accumulator, event_file_loader
 from tensorboard.util import tensor_util
 
-from alf_async.training.files import EVAL_RETURN_TAG, RETURN_TAG, SCORE_AXES
+from alf_async.runs.layout import EVAL_RETURN_TAG, RETURN_TAG, SCORE_AXES
 
 # TensorBoard's reader logs every event file it moves past at INFO.
 logging.getLogger("tensorboard").setLevel(logging.WARNING)

@@ -22,7 +22,7 @@ import statistics
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from alf_async.experiments import ledgers, report
-from alf_async.training import files
+from alf_async.runs import layout
 
 BEGIN, END = "<!-- results-table: configs -->", "<!-- /results-table -->"
 CATALOG = "catalog.json"  # the shipped results, by task, with the field's figures
@@ -280,7 +280,7 @@ def write(root: str, redraw: Sequence[str] = ()) -> List[str]:
         old = open(path).read() if os.path.exists(path) else None
         if content != old:
             os.makedirs(os.path.dirname(path), exist_ok=True)
-            files.write_text(path, content)
+            layout.write_text(path, content)
             changed.append(path)
     return changed
 

@@ -22,10 +22,10 @@ from alf_async import events
 from alf_async.experiments.cells import Cell
 from alf_async.experiments.ledgers import LEDGER_FILE
 from alf_async.experiments.placement import LOG_FILE, LocalPlacement, stop_runs
+from alf_async.runs import layout
 from alf_async.tracking.settings import TrackerSettings
 from alf_async.training.signals import SignalStop
 
-RESULT_FILE = "result.json"  # written by the trainer when a run completes
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,7 +41,7 @@ class SeedRun:
         return f"{self.cell.name}/seed_{self.seed}"
 
     def finished(self) -> bool:
-        done = LEDGER_FILE if self.cell.runner == "chaos" else RESULT_FILE
+        done = LEDGER_FILE if self.cell.runner == "chaos" else layout.RESULT_FILE
         return os.path.exists(os.path.join(self.root_dir, done))
 
     def command(self, tf_threads: int) -> List[str]:

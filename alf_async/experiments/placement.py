@@ -270,6 +270,6 @@ class RayPlacement:
 
 def _note_node(root_dir: str, address: str) -> None:
     """Adds `address` to the run's `NODE_FILE`."""
-    from alf_async.training import files  # pylint: disable=import-outside-toplevel
-    files.write_text(os.path.join(root_dir, NODE_FILE),
+    from alf_async.runs import layout  # pylint: disable=import-outside-toplevel
+    layout.write_text(os.path.join(root_dir, NODE_FILE),
                      json.dumps(dict(nodes=nodes_of(root_dir) + [address])))

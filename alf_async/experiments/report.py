@@ -17,7 +17,7 @@ from alf_async import extras
 from alf_async.experiments import ledgers, placement, provenance, stats
 from alf_async.experiments.cells import Cell, load_cell
 from alf_async.experiments.curves import downsample, load_curve, save_figure, score_axis
-from alf_async.training import files
+from alf_async.runs import layout
 
 METRICS = ("env_steps_to_target", "seconds_to_target", "best", "final", "last25_min")
 
@@ -61,7 +61,7 @@ def summarize_cell(cell_dir: str, cell: Cell, target: Optional[float]) -> Dict:
         ledger, nodes = ledgers.read_ledger(run_dir), placement.nodes_of(run_dir)
         seeds.append(dict(seed=int(match.group(1)) if match else None,
                           run_dir=os.path.relpath(run_dir, os.path.dirname(cell_dir)),
-                          finished=os.path.exists(os.path.join(run_dir, "result.json")),
+                          finished=os.path.exists(os.path.join(run_dir, layout.RESULT_FILE)),
                           **stats.seed_figures(curve, target), curve=downsample(curve),
                           **({} if ledger is None else dict(ledger=ledger)),
                           **(dict(nodes=nodes) if nodes else {})))
@@ -92,7 +92,7 @@ def _check_operative(run_dir: str, cell: Cell) -> None:
 
 def _env_and_budget(run_dir: str) -> Dict:
     """`env` and `budget` (env steps) as the run's `run_settings.json` records them."""
-    settings = files.read_settings(run_dir)
+    settings = layout.read_settings(run_dir)
     if settings is None:
         return dict(env=None, budget=None)
     return dict(env=settings["env"]["env_name"], budget=settings["run"]["num_env_steps"])
@@ -274,7 +274,7 @@ def write_report(experiment_dirs: List[str], out_dir: str, target: Optional[floa
     summary (`normalize`: as `summarize`'s)."""
     summary = summarize(experiment_dirs, target, normalize)
     os.makedirs(out_dir, exist_ok=True)
-    files.write_text(os.path.join(out_dir, "summary.json"), json.dumps(summary, indent=1))
-    files.write_text(os.path.join(out_dir, "results.md"), markdown(summary))
+    layout.write_text(os.path.join(out_dir, "summary.json"), json.dumps(summary, indent=1))
+    layout.write_text(os.path.join(out_dir, "results.md"), markdown(summary))
     plot(summary, os.path.join(out_dir, "curves.png"))
     return summary

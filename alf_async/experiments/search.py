@@ -24,6 +24,7 @@ import yaml
 from alf_async.experiments import cells, launcher
 from alf_async.experiments.curves import Curve, load_curve
 from alf_async.experiments.placement import LocalPlacement, stop_runs
+from alf_async.runs import layout
 from alf_async.tracking.settings import TrackerSettings
 
 OBJECTIVES = {  # name -> study direction
@@ -232,7 +233,7 @@ class TrialRunner:
     def _finish(self, trial: optuna.Trial, returncode: int, root_dir: str,
                 reported: int) -> float:
         """The objective of a run that ended; its last points are reported first."""
-        if returncode != 0 or not os.path.exists(os.path.join(root_dir, launcher.RESULT_FILE)):
+        if returncode != 0 or not os.path.exists(os.path.join(root_dir, layout.RESULT_FILE)):
             raise TrialFailed(launcher.error_line(root_dir))
         curve = _try_curve(root_dir)
         if curve is None:

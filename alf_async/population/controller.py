@@ -33,6 +33,7 @@ from alf_async.population.curve import PopulationCurve
 from alf_async.population.members import Member
 from alf_async.population.mutations import Mutation
 from alf_async.population.settings import PbtSettings, check
+from alf_async.runs import layout
 from alf_async.tracking.settings import TrackerSettings
 
 STATE_FILE = "state.json"  # ROOT/pbt/state.json: the members' next generation
@@ -201,7 +202,7 @@ def _exploit_and_explore(settings: PbtSettings, members: List[Member],
         return
     ready = {}
     for index, found in scores.items():
-        latest = exploit_lib.latest_checkpoint(members[index].root_dir)
+        latest = layout.latest_checkpoint(members[index].root_dir)
         if latest is not None and latest[0] >= found["iteration"]:
             ready[index] = latest[0]
     for index, source in exploit_lib.pairs({i: s["score"] for i, s in scores.items()},

@@ -16,7 +16,7 @@ import shutil
 from typing import Dict
 
 from alf_async.experiments.curves import load_curve
-from alf_async.training import files
+from alf_async.runs import layout
 
 
 class PopulationCurve:
@@ -42,7 +42,7 @@ class PopulationCurve:
             return
         with self._writer.as_default():
             best = max(s["score"] for s in found)
-            self._tf.summary.scalar(files.RETURN_TAG, best, step=env_steps)
+            self._tf.summary.scalar(layout.RETURN_TAG, best, step=env_steps)
         self._writer.flush()
 
     def finish(self, scores: Dict[int, dict], root_dirs: Dict[int, str]) -> None:
@@ -53,9 +53,9 @@ class PopulationCurve:
         if not scores:
             return
         best = max(scores, key=lambda i: scores[i]["score"])
-        member_settings = os.path.join(root_dirs[best], files.SETTINGS_FILE)
+        member_settings = os.path.join(root_dirs[best], layout.SETTINGS_FILE)
         if os.path.exists(member_settings):
-            shutil.copyfile(member_settings, os.path.join(self._root, files.SETTINGS_FILE))
+            shutil.copyfile(member_settings, os.path.join(self._root, layout.SETTINGS_FILE))
         from alf_async.training import checkpoints  # pylint: disable=import-outside-toplevel
         checkpoints.write_result(self._root, dict(
             average_return=scores[best]["score"], env_steps=scores[best]["env_steps"],

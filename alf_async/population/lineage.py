@@ -17,6 +17,7 @@ from typing import Dict, List, Optional
 
 from alf_async import events, extras
 from alf_async.experiments.curves import load_curve, save_figure
+from alf_async.runs import layout
 
 PBT_DIR = "pbt"
 LINEAGE_FILE = "lineage.jsonl"
@@ -84,7 +85,8 @@ def table(records: List[dict]) -> str:
                     f" | {score} | {r['env_steps']} |")
     return ("\n".join(rows) + "\n\nparent: the member whose checkpoint this generation "
             "continued from ('own': its own); score: its run's final score at the ready "
-            "point (`result.json`), as the controller ranked it, the curves' point there.\n")
+            f"point (`{layout.RESULT_FILE}`), as the controller ranked it, the curves' point "
+            "there.\n")
 
 
 def schedule_text(chain: List[dict]) -> str:

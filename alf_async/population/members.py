@@ -11,7 +11,6 @@ Thread-safety: called from the controller's one thread.
 """
 
 import dataclasses
-import json
 import os
 import time
 from typing import Dict, List, Optional, Sequence
@@ -22,6 +21,7 @@ from alf_async import events
 from alf_async.experiments.launcher import train_command
 from alf_async.experiments.placement import LocalPlacement, stop_runs
 from alf_async.population.mutations import Mutation, bindings
+from alf_async.runs import layout
 from alf_async.tracking.settings import TrackerSettings
 
 STOP_GRACE_SECS = 20.0  # a member stopped by Ctrl-C writes its checkpoint first
@@ -105,10 +105,8 @@ def train_interval(members: Sequence[Member], commands: Dict[int, List[str]],
 def score(root_dir: str) -> Optional[dict]:
     """`{"score": the average return of its last episodes, "env_steps", "iteration"}`
     of the run's `result.json`, or None (it never finished an interval)."""
-    try:
-        with open(os.path.join(root_dir, "result.json")) as f:
-            result = json.load(f)
-    except FileNotFoundError:
+    result = layout.read_result(root_dir)
+    if result is None:
         return None
     return dict(score=result["average_return"], env_steps=result["env_steps"],
                 iteration=result["iteration"])

@@ -13,7 +13,6 @@ Thread-safety: one caller (the chaos command's loop).
 import dataclasses
 import os
 import random
-import re
 import signal
 import time
 from typing import Callable, Dict, List, Optional, Sequence
@@ -22,7 +21,7 @@ from absl import logging
 
 from alf_async import events
 from alf_async.supervision.spare import SPARE_NAME, waiting
-from alf_async.training import files
+from alf_async.runs import layout
 
 KINDS = ("env_exception", "env_worker_kill", "actor_kill", "learner_kill", "learner_term",
          "checkpoint_write")
@@ -219,15 +218,15 @@ class Injector:
     def _checkpoint_write(self) -> bool:
         """Blocks the next two checkpoints the learner will write (by iteration)."""
         interval = _checkpoint_interval(self.root_dir)
-        directory = os.path.join(self.root_dir, "checkpoints")
+        directory = os.path.join(self.root_dir, layout.CHECKPOINT_DIR)
         if interval is None or not os.path.isdir(directory):
             return False
-        numbers = [int(m.group(1)) for m in (re.fullmatch(r"ckpt-(\d+)\.index", name)
-                                             for name in os.listdir(directory)) if m]
+        numbers = [number for number in map(layout.checkpoint_number, os.listdir(directory))
+                   if number is not None]  # a blocker (a folder) counts too
         latest = max(numbers, default=0)
         first = (latest // interval + 1) * interval
         for number in (first, first + interval):
-            path = os.path.join(directory, f"ckpt-{number}.index")
+            path = os.path.join(directory, layout.checkpoint_name(number) + ".index")
             if not os.path.exists(path):
                 os.makedirs(path)
                 self._blockers.append(path)
@@ -272,7 +271,7 @@ def _state(pid: int) -> str:
 
 def _checkpoint_interval(root_dir: str) -> Optional[int]:
     """The run's checkpoint interval, as its `run_settings.json` records it."""
-    settings = files.read_settings(root_dir)
+    settings = layout.read_settings(root_dir)
     return settings and settings["run"]["checkpoint_interval"]
 
 

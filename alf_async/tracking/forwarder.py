@@ -29,12 +29,12 @@ from tensorboard.util import tensor_util
 from alf_async import config
 from alf_async.tracking import settings as tracker_settings
 from alf_async.tracking.clients import Point, Tracker, make_tracker
-from alf_async.training import files
+from alf_async.runs import layout
 
 ENV_STEPS_TAG = "Metrics/EnvironmentSteps"  # at each summarized iteration
 # Families whose steps are env steps already; the others count iterations.
 _ENV_STEP_FAMILIES = ("Metrics_vs_EnvironmentSteps/", "Metrics_by_env/")
-END_FILES = ("result.json", "operative_config.gin", "run_settings.json")
+END_FILES = (layout.RESULT_FILE, "operative_config.gin", layout.SETTINGS_FILE)
 # TensorBoard's reader says at INFO each time it reaches a file's end.
 std_logging.getLogger("tensorboard").setLevel(std_logging.WARNING)
 
@@ -255,7 +255,7 @@ class Forwarder:
             path = os.path.join(self._root_dir, name)
             if os.path.exists(path):
                 self._tracker.log_file(path)
-        policy = os.path.join(self._root_dir, files.POLICY_DIR)
+        policy = os.path.join(self._root_dir, layout.POLICY_DIR)
         if exit_code == 0 and os.path.isdir(policy):
             self._tracker.log_file(policy)
         self._tracker.close(exit_code)

@@ -14,6 +14,7 @@ from typing import List, NamedTuple, Optional
 from absl import flags
 
 from alf_async import extras
+from alf_async.runs import layout
 
 
 
@@ -107,7 +108,7 @@ def define_flags() -> None:
     helps = {
         "tracker": f"{', '.join(TRACKERS)}: also report the run to MLflow or Weights & Biases "
                    "(offline unless WANDB_MODE says otherwise): the summaries against env "
-                   "steps, the bindings, result.json, the policy.",
+                   f"steps, the bindings, {layout.RESULT_FILE}, the policy.",
         "tracker_uri": "MLflow's tracking URI (default: MLFLOW_TRACKING_URI, else ./mlruns).",
         "tracker_project": "The MLflow experiment or W&B project.",
         "tracker_group": "The run's group (an MLflow parent run, a W&B group); experiment and "

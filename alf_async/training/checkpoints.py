@@ -4,11 +4,9 @@ config and, once training is complete, `result.json`.
 Thread-safety: called from the trainer's (main) thread only.
 """
 
-import glob
 import json
 import math
 import os
-import re
 import shutil
 from typing import List, Optional
 
@@ -18,10 +16,9 @@ import tensorflow as tf
 from absl import logging
 
 from alf_async import events
-from alf_async.training import files
+from alf_async.runs import layout
 from alf_async.training.evaluation import export_policy
 
-RESULT_FILE = "result.json"  # a complete run's final metrics (alf_async.experiment skips it)
 
 
 class Counters(tf.Module):
@@ -69,23 +66,15 @@ def checkpoint_manager(checkpoint: tf.train.Checkpoint, root_dir: str, worker: i
     """The chief's manager writes `root_dir/checkpoints`. Another worker of a
     multi-worker learner writes a scratch copy (every worker takes part in
     saving mirrored variables), deleted when training ends."""
-    name = "checkpoints" if worker == 0 else f"worker{worker}_scratch"
+    name = layout.CHECKPOINT_DIR if worker == 0 else f"worker{worker}_scratch"
     return tf.train.CheckpointManager(checkpoint, os.path.join(root_dir, name),
                                       max_to_keep=max_to_keep)
 
 
 def saved_checkpoints(directory: str) -> List[str]:
-    """The checkpoint prefixes (`.../ckpt-N`) in `directory`, newest first.
-
-    Read from the files themselves, not from the `checkpoint` state file,
-    which a kill mid-write may have left behind or torn.
-    """
-    numbered = []
-    for path in glob.glob(os.path.join(directory, "ckpt-*.index")):
-        found = re.fullmatch(r"ckpt-(\d+)\.index", os.path.basename(path))
-        if found and os.path.isfile(path):
-            numbered.append((int(found.group(1)), path[:-len(".index")]))
-    return [prefix for _, prefix in sorted(numbered, reverse=True)]
+    """The checkpoint prefixes (`.../ckpt-N`) in `directory`, newest first
+    (`layout.checkpoints_in`)."""
+    return [prefix for _, prefix in layout.checkpoints_in(directory)]
 
 
 def unreadable(prefix: str) -> Optional[str]:
@@ -176,7 +165,7 @@ def save_and_export(manager: tf.train.CheckpointManager, counters: Counters, alg
 def write_config(root_dir: str) -> str:
     """Writes the operative gin config to `root_dir/operative_config.gin`; returns it."""
     config = gin.operative_config_str()
-    files.write_text(os.path.join(root_dir, "operative_config.gin"), config)
+    layout.write_text(os.path.join(root_dir, "operative_config.gin"), config)
     return config
 
 
@@ -187,15 +176,8 @@ def finite(value):
 
 def write_result(root_dir: str, result: dict) -> None:
     """Writes the final metrics to `root_dir/result.json`, whole (strict JSON: NaN -> null)."""
-    files.write_text(os.path.join(root_dir, RESULT_FILE),
+    layout.write_text(os.path.join(root_dir, layout.RESULT_FILE),
                      json.dumps({key: finite(value) for key, value in result.items()},
                                 indent=1, allow_nan=False))
 
 
-def read_result(root_dir: str) -> Optional[dict]:
-    """The final metrics of a complete run in `root_dir`, None if it has none."""
-    try:
-        with open(os.path.join(root_dir, RESULT_FILE)) as f:
-            return json.load(f)
-    except FileNotFoundError:
-        return None

@@ -10,7 +10,7 @@ from tf_agents.specs import tensor_spec
 from tf_agents.trajectories import time_step as ts
 
 from alf_async import quiet
-from alf_async.training import files
+from alf_async.runs import layout
 
 
 def run_episodes(policy_fn: Callable, env, num_episodes: int,
@@ -164,14 +164,14 @@ def export_policy(algorithm, directory: str) -> str:
     """Saves the greedy policy as a TensorFlow SavedModel at `directory/policy`.
 
     The SavedModel is written beside it and moved in place complete
-    (`files.replace_directory`): a stop part-way leaves the previous policy
+    (`layout.replace_directory`): a stop part-way leaves the previous policy
     whole. TensorFlow's own INFO lines about the save (untraced Keras
     functions, renamed inputs, assets written) are held back; its warnings
     still show.
     """
-    path = os.path.join(directory, files.POLICY_DIR)
-    staged = files.staged_directory(path)
+    path = os.path.join(directory, layout.POLICY_DIR)
+    staged = layout.staged_directory(path)
     with quiet.held_back("tensorflow/python"):
         tf.saved_model.save(GreedyPolicy(algorithm), staged)
-    files.replace_directory(staged, path)
+    layout.replace_directory(staged, path)
     return path

@@ -14,6 +14,7 @@ import tensorflow as tf
 from absl import logging
 
 from alf_async import events
+from alf_async.runs import layout
 from alf_async.training import checkpoints, promotion
 
 from alf_async.training.assembly import build, run_settings
@@ -57,13 +58,13 @@ def _save_and_export(manager, counters, algorithm, root_dir: str, worker: int,
 
 def _finished(root_dir: str, budget: Budget) -> Optional[dict]:
     """The result of a run in `root_dir` that already spent `budget`, else None."""
-    result = checkpoints.read_result(root_dir)
+    result = layout.read_result(root_dir)
     if result is None or not budget.spent(result["iteration"], result["env_steps"],
                                           result["average_return"]):
         return None
     logging.info("%s already finished training at iteration %d (%d env steps): %s kept; "
                  "raise train.num_env_steps or train.num_iterations to continue it",
-                 root_dir, result["iteration"], result["env_steps"], checkpoints.RESULT_FILE)
+                 root_dir, result["iteration"], result["env_steps"], layout.RESULT_FILE)
     return result
 
 

@@ -16,7 +16,7 @@ from typing import Optional
 import numpy as np
 import tensorflow as tf
 
-from alf_async.training.files import EVAL_RETURN_TAG, RETURN_TAG
+from alf_async.runs.layout import EVAL_RETURN_TAG, RETURN_TAG
 
 
 class CollectionScore:

@@ -20,7 +20,7 @@ import gin
 
 from alf_async.algorithms import PPOAlgorithm
 from alf_async.drivers import DriverSizes
-from alf_async.training import files
+from alf_async.runs import layout
 
 
 @gin.configurable("train", module="alf_async")
@@ -130,5 +130,5 @@ class Settings:
 
 def write_settings(root_dir: str, settings: Settings) -> None:
     """Writes `root_dir/run_settings.json` (atomically; overwritten at each start)."""
-    files.write_text(os.path.join(root_dir, files.SETTINGS_FILE),
+    layout.write_text(os.path.join(root_dir, layout.SETTINGS_FILE),
                      json.dumps(settings.to_json(), indent=1, sort_keys=True) + "\n")

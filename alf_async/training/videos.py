@@ -23,7 +23,7 @@ from tensorboard.plugins.image import metadata as image_metadata
 from tf_agents.trajectories import time_step as ts
 
 from alf_async.environments.subenvs import make_gymnasium_env, observation_dtype
-from alf_async.training import files
+from alf_async.runs import layout
 from alf_async.training.evaluation import GreedyPolicy, greedy_actions
 
 VIDEO_DIR = "videos"  # in a run's root_dir
@@ -216,7 +216,7 @@ def _serve(connection, config: str, folder: str, env_name: str,
             pace.start()
             frames = record_episode(policy, env_name, seed, pace=pace)
             path = os.path.join(folder, f"eval_{env_steps:012d}.gif")
-            files.write_bytes(path, gif_bytes(frames, pace=pace))
+            layout.write_bytes(path, gif_bytes(frames, pace=pace))
         except Exception as error:  # pylint: disable=broad-except
             connection.send(VideoFailed(_first_line(error)))
             return
@@ -230,7 +230,7 @@ def _greedy_policy(config: str):
 
     from alf_async.environments import create_environment
     from alf_async.learning.devices import op_threads
-    from alf_async.training import run  # noqa: F401  registers the gin configurables
+    from alf_async.training import assembly  # noqa: F401  registers the gin configurables
     from alf_async.training.settings import RunSettings
 
     op_threads(intra_op=1, inter_op=1)

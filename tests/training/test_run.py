@@ -15,7 +15,8 @@ import tensorflow as tf
 from tensorboard.backend.event_processing import event_accumulator
 
 from alf_async import events
-from alf_async.training import checkpoints, files
+from alf_async.runs import layout
+from alf_async.training import checkpoints
 
 from alf_async.training import assembly
 from alf_async.training import run as run_lib
@@ -63,7 +64,7 @@ def test_second_run_resumes_counters(tmp_path):
     assert [s for s, _ in scalars["eval/AverageReturn"]] == [4]
     assert "config/operative_gin" in text_tags(root)
     assert os.path.exists(os.path.join(root, "operative_config.gin"))
-    recorded = files.read_settings(root)  # the records the run was built from, as JSON
+    recorded = layout.read_settings(root)  # the records the run was built from, as JSON
     assert recorded["run"]["num_iterations"] == 5 and recorded["run"]["eval_interval"] == 2
     assert recorded["run"]["algorithm_class"] == "PPOAlgorithm"
     assert recorded["sizes"] == dict(num_envs=4, num_actor_queues=1, unroll_length=32,

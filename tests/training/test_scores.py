@@ -11,7 +11,7 @@ import tensorflow as tf
 from alf_async.experiments import curves
 from alf_async.metrics import EpisodeStats
 from alf_async.training import scores
-from alf_async.training.files import EVAL_RETURN_TAG, RETURN_TAG
+from alf_async.runs.layout import EVAL_RETURN_TAG, RETURN_TAG
 
 
 class _Stats:

@@ -9,7 +9,8 @@ import pytest
 
 from alf_async.algorithms import ImpalaAlgorithm
 from alf_async.drivers import DriverSizes
-from alf_async.training import assembly, files
+from alf_async.runs import layout
+from alf_async.training import assembly
 from alf_async.training.settings import RunSettings, write_settings
 from fakes import gin_bound
 
@@ -72,9 +73,9 @@ def test_the_records_are_built_from_gin_with_the_components_defaults():
 def test_run_settings_json_holds_every_record_and_names_the_algorithm(tmp_path):
     with gin_bound({"train.checkpoint_interval": 25}):
         settings = assembly.run_settings()
-    assert files.read_settings(str(tmp_path)) is None  # not started
+    assert layout.read_settings(str(tmp_path)) is None  # not started
     write_settings(str(tmp_path), settings)
-    recorded = files.read_settings(str(tmp_path))
+    recorded = layout.read_settings(str(tmp_path))
     assert set(recorded) == {"run", "sizes", "replay", "env"}
     assert recorded["run"]["checkpoint_interval"] == 25
     assert recorded["run"]["algorithm_class"] == "PPOAlgorithm"

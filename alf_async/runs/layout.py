@@ -1,23 +1,31 @@
-"""Files that a run writes and a later command reads, written whole or not at all.
+"""What a run's `root_dir` holds, by name, and the files written whole or not at all.
 
-A reader sees the previous version or the new one, never a part: a text file is
-written beside its destination and renamed over it (`os.replace`, atomic on
-POSIX); a directory (the exported policy) is built beside its destination, and
-the previous one is kept as `<name>.previous` until the new one is in place.
-A stop between those two renames leaves only the previous version, which
-`readable_directory` finds.
+Every file and folder of a run that another command reads is named here:
+`result.json` (the final metrics) and its reader, `run_settings.json`, the
+checkpoints and their numbering, the score's summary tags, the exported
+`policy/`. A reader sees the previous version of a file or the new one, never
+a part: a text file is written beside its destination and renamed over it
+(`os.replace`, atomic on POSIX); a directory (the exported policy) is built
+beside its destination, and the previous one is kept as `<name>.previous`
+until the new one is in place. A stop between those two renames leaves only
+the previous version, which `readable_directory` finds.
 
-Light on purpose (no TensorFlow): the experiment command and `play` use it
-before their heavy imports. Thread-safety: one writer per destination.
+Light on purpose (no TensorFlow): the experiment command, the chaos tool, PBT
+and `play` use it before their heavy imports, or without them. Thread-safety:
+one writer per destination.
 """
 
 import glob
 import json
 import os
+import re
 import shutil
-from typing import Optional
+from typing import List, Optional, Tuple
 
 POLICY_DIR = "policy"  # the exported SavedModel, in a run's root_dir
+RESULT_FILE = "result.json"  # a complete run's final metrics (`training.run._result`)
+CHECKPOINT_DIR = "checkpoints"  # the chief's `tf.train.CheckpointManager` folder
+_CHECKPOINT = re.compile(r"ckpt-(\d+)\.index")  # a checkpoint's index, numbered by iteration
 SETTINGS_FILE = "run_settings.json"  # the run's settings records (`training.settings`)
 # the score's curves in train/ (`training.scores`): an online run's, every iteration against
 # env steps; an offline run's, at each greedy evaluation against learner iterations
@@ -87,6 +95,45 @@ def read_settings(root_dir: str) -> Optional[dict]:
     where the run has not started (no `run_settings.json`)."""
     try:
         with open(os.path.join(root_dir, SETTINGS_FILE)) as f:
+            return json.load(f)
+    except FileNotFoundError:
+        return None
+
+
+def checkpoint_name(number: int) -> str:
+    """The prefix's name of checkpoint `number` (its files: `<name>.index`, `.data-*`)."""
+    return f"ckpt-{number}"
+
+
+def checkpoint_number(file_name: str) -> Optional[int]:
+    """The number of the checkpoint whose index file is `file_name`, else None."""
+    found = _CHECKPOINT.fullmatch(file_name)
+    return int(found.group(1)) if found else None
+
+
+def checkpoints_in(directory: str) -> List[Tuple[int, str]]:
+    """`(number, prefix)` of every checkpoint whose index file is in `directory`, newest
+    first; read from the files themselves, not from the `checkpoint` state file, which
+    a kill mid-write may have left behind or torn."""
+    numbered = []
+    for path in glob.glob(os.path.join(directory, "ckpt-*.index")):
+        number = checkpoint_number(os.path.basename(path))
+        if number is not None and os.path.isfile(path):
+            numbered.append((number, path[:-len(".index")]))
+    return sorted(numbered, reverse=True)
+
+
+def latest_checkpoint(root_dir: str) -> Optional[Tuple[int, str]]:
+    """`(number, prefix)` of the run's newest checkpoint; None where it has none."""
+    found = checkpoints_in(os.path.join(root_dir, CHECKPOINT_DIR))
+    return found[0] if found else None
+
+
+def read_result(root_dir: str) -> Optional[dict]:
+    """The final metrics of a complete run in `root_dir` (`result.json`), None if it has
+    none."""
+    try:
+        with open(os.path.join(root_dir, RESULT_FILE)) as f:
             return json.load(f)
     except FileNotFoundError:
         return None
