@@ -1,5 +1,6 @@
 """`alf_async/__init__.py`: the interrupt handler it installs for `python -m alf_async.<command>`."""
 
+import os
 import subprocess
 import sys
 
@@ -34,3 +35,16 @@ def test_start_up_leaves_setuptools_unimported_and_a_later_import_of_it_quiet():
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["False", "False", "module"]
     assert "distutils" not in result.stderr.lower()
+
+
+def test_every_folder_of_the_package_is_a_package_that_pip_installs():
+    """A folder without its `__init__.py` (one a `.gitignore` pattern hid from git, say)
+    still imports from a checkout, as a namespace package, but `pip install .` leaves it
+    out: the installed commands then fail where the tests pass."""
+    import setuptools  # pylint: disable=import-outside-toplevel
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    folders = {os.path.relpath(folder, root).replace(os.sep, ".")
+               for folder, _, names in os.walk(os.path.join(root, "alf_async"))
+               if any(name.endswith(".py") for name in names)}
+    installed = set(setuptools.find_packages(root, include=["alf_async", "alf_async.*"]))
+    assert folders == installed, folders ^ installed
