@@ -1,17 +1,18 @@
 """`EpisodeRecorder`: unrolls cut into whole episodes, written as an RLDS dataset.
 
 Unrolls (`[T, B, ...]`) of one env carry B sub-env columns; a column's
-episode may span several unrolls. The recorder keeps each column's steps
-since its last `FIRST` step and hands the episode to an `RldsWriter` once its
-`LAST` step arrives. Steps before a column's first `FIRST` (a resumed run's
-episodes in progress) and episodes unfinished at `close()` are not written.
+episode may span several unrolls. The recorder keeps each env's steps back
+to its oldest open episode's `FIRST` step and hands an episode to an
+`RldsWriter` once its `LAST` step arrives. Steps before a column's first
+`FIRST` (a resumed run's episodes in progress) and episodes unfinished at
+`close()` are not written.
 """
 
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional
 
 import numpy as np
 
-from alf_async.datasets.rlds_format import FIRST, LAST, to_rlds
+from alf_async.datasets.rlds_format import FIRST, LAST, MID, to_rlds
 
 
 def unroll_columns(unroll) -> Dict[str, np.ndarray]:
@@ -24,8 +25,60 @@ def unroll_columns(unroll) -> Dict[str, np.ndarray]:
                 policy_version=experience.policy_version)
 
 
+class _Stream:
+    """One env's recent steps, time-major: `{field: [rows, B, ...]}` from global step
+    index `offset`, kept back to the oldest open episode's FIRST step.
+
+    Per column it tracks the global index of its latest FIRST and LAST steps,
+    so that an episode is the steps from a FIRST to the next LAST (-1: none yet).
+    """
+
+    def __init__(self, columns: Dict[str, np.ndarray]):
+        width = columns["step_type"].shape[1]
+        self.rows = {k: np.empty((0,) + v.shape[1:], v.dtype) for k, v in columns.items()}
+        self.offset = self.size = 0
+        self.first = np.full(width, -1, np.int64)
+        self.last = np.full(width, -1, np.int64)
+
+    def append(self, columns: Dict[str, np.ndarray]) -> None:
+        """Appends `[T, B, ...]` steps (copied), growing the rows when full."""
+        length = len(columns["step_type"])
+        if self.size + length > len(self.rows["step_type"]):
+            capacity = max(2 * (self.size + length), 64)
+            for key, rows in self.rows.items():
+                grown = np.empty((capacity,) + rows.shape[1:], rows.dtype)
+                grown[:self.size] = rows[:self.size]
+                self.rows[key] = grown
+        for key, value in columns.items():
+            self.rows[key][self.size:self.size + length] = value
+        self.size += length
+
+    def steps(self, column: int, first: int, last: int) -> Dict[str, np.ndarray]:
+        """Column `column`'s `[L]` steps from global index `first` to `last` (copies:
+        the rows are reused)."""
+        begin, end = first - self.offset, last - self.offset + 1
+        return {k: rows[begin:end, column].copy() for k, rows in self.rows.items()}
+
+    def trim(self) -> None:
+        """Drops the rows no open episode needs (moving the rest to the front)."""
+        open_ = self.first > self.last
+        keep = int(self.first[open_].min()) if open_.any() else self.offset + self.size
+        drop = keep - self.offset
+        if drop <= 0:
+            return
+        for rows in self.rows.values():
+            rows[:self.size - drop] = rows[drop:self.size]
+        self.offset, self.size = keep, self.size - drop
+
+
 class EpisodeRecorder:
     """Collects the episodes of every stream's columns and writes them in shards.
+
+    An episode is a column's steps from a FIRST step to the next LAST one: a
+    column's steps before its first FIRST (a resumed run's episodes in
+    progress), an episode cut short by a new FIRST, and episodes unfinished at
+    `close()` are not written. The bookkeeping is per unroll, in numpy; the
+    per-episode work is one slice per field.
 
     Thread-safety: `add()` by one thread (the log thread); `close()` once no
     thread adds (the trainer's, after the driver stopped).
@@ -48,7 +101,7 @@ class EpisodeRecorder:
         self.writer = writer
         self._steps_per_shard = steps_per_shard
         self._final_metadata = final_metadata
-        self._open: Dict[Tuple[int, int], List[Dict[str, np.ndarray]]] = {}
+        self._streams: Dict[int, _Stream] = {}
         self._done: List[Dict[str, np.ndarray]] = []
         self._done_steps = 0
 
@@ -60,34 +113,26 @@ class EpisodeRecorder:
                   which: Optional[np.ndarray] = None) -> None:
         """Takes `[T, B, ...]` steps (`unroll_columns`' fields) of env `env_id`'s B
         sub-envs, or of those where `which` (`[B]` bool) is set."""
-        width = columns["step_type"].shape[1]
-        for b in range(width) if which is None else np.flatnonzero(which):
-            self._add_column((env_id, int(b)), {k: v[:, b] for k, v in columns.items()})
+        stream = self._streams.get(env_id) or self._streams.setdefault(env_id, _Stream(columns))
+        step_type = columns["step_type"]
+        if which is not None:  # the other columns' steps start and end nothing
+            step_type = np.where(np.asarray(which, bool)[None], step_type, MID)
+        index = stream.offset + stream.size + np.arange(len(step_type))[:, None]
+        stream.append(columns)
+        firsts = np.maximum.accumulate(
+            np.vstack([stream.first[None], np.where(step_type == FIRST, index, -1)]), axis=0)
+        lasts = np.maximum.accumulate(
+            np.vstack([stream.last[None], np.where(step_type == LAST, index, -1)]), axis=0)
+        for t, b in zip(*np.nonzero(step_type == LAST)):
+            first, last_before = firsts[t + 1, b], lasts[t, b]
+            if first >= 0 and first > last_before:  # a FIRST since the last LAST
+                self._finish(stream.steps(b, int(first), int(index[t, 0])))
+        stream.first, stream.last = firsts[-1], lasts[-1]
+        stream.trim()
         if self._done_steps >= self._steps_per_shard:
             self.flush()
 
-    def _add_column(self, key: Tuple[int, int], steps: Dict[str, np.ndarray]) -> None:
-        """Appends one column's `[T]` steps to its episode, ending those that end."""
-        step_type = steps["step_type"]
-        start = 0
-        if key not in self._open:  # wait for the column's first FIRST step
-            firsts = np.flatnonzero(step_type == FIRST)
-            if not len(firsts):
-                return
-            start = int(firsts[0])
-            self._open[key] = []
-        for end in np.flatnonzero(step_type[start:] == LAST) + start:
-            self._open[key].append({k: v[start:end + 1] for k, v in steps.items()})
-            self._finish(self._open[key])
-            self._open[key] = []
-            start = int(end) + 1
-        if start < len(step_type):
-            self._open[key].append({k: v[start:] for k, v in steps.items()})
-
-    def _finish(self, pieces: List[Dict[str, np.ndarray]]) -> None:
-        episode = {k: np.concatenate([p[k] for p in pieces]) for k in pieces[0]}
-        if episode["step_type"][0] != FIRST:  # not from a FIRST step: not an episode
-            return
+    def _finish(self, episode: Dict[str, np.ndarray]) -> None:
         self._done.append(to_rlds(episode))
         self._done_steps += len(episode["step_type"])
 

@@ -8,7 +8,7 @@ from unittest import mock
 import numpy as np
 import pytest
 
-from alf_async.datasets.recorder import open_recorder
+from alf_async.datasets.recorder import EpisodeRecorder, open_recorder, unroll_columns
 from dataset_fakes import ACTION_SPEC, OBSERVATION_SPEC, concatenated, episode, unrolls
 
 PRODUCER = dict(kind="train", root_dir="/runs/a", commit="abc", gin_files="x.gin",
@@ -112,3 +112,38 @@ def test_the_same_run_appends_and_another_is_refused_in_one_line(tmp_path):
     with pytest.raises(ValueError, match=r"its env_name is 'Fake-v0', this run's 'Other-v0'"):
         open_recorder(str(tmp_path / "ds"), "Other-v0", OBSERVATION_SPEC, ACTION_SPEC, PRODUCER)
     assert len(_read_back(tmp_path / "ds")["episodes"]) == 14  # nothing written by either
+
+
+class _Episodes:
+    """A writer that keeps what it is given."""
+
+    def __init__(self):
+        self.episodes = []
+
+    def write(self, episodes):
+        self.episodes.extend(episodes)
+
+    def write_metadata(self, unused_more):
+        pass
+
+
+def test_an_episode_cut_short_by_a_new_first_step_is_dropped_and_the_next_kept():
+    cut = {k: v[:3] for k, v in episode(6, True, 1).items()}  # a replaced env's
+    column = concatenated([cut, episode(5, True, 2), episode(4, False, 3)])
+    recorder = EpisodeRecorder(_Episodes(), steps_per_shard=1)
+    for unroll in unrolls([column], unroll_length=4):
+        recorder.add(unroll)
+    assert [(e["observation"][0][0], len(e["reward"])) for e in recorder.writer.episodes] == [
+        (2, 5), (3, 4)]
+
+
+def test_only_the_chosen_columns_are_recorded_and_only_open_episodes_are_held():
+    columns = [concatenated([episode(3, True, 10 * b + k) for k in range(40)])
+               for b in range(3)]
+    recorder = EpisodeRecorder(_Episodes(), steps_per_shard=1)
+    for unroll in unrolls(columns, unroll_length=5):
+        recorder.add_steps(unroll_columns(unroll), 0, np.array([True, False, True]))
+        stream = recorder._streams[0]  # pylint: disable=protected-access
+        assert stream.size <= 3 + 5  # the open episodes' steps and one unroll
+    tags = sorted(int(e["observation"][0][0]) for e in recorder.writer.episodes)
+    assert tags == sorted([k for k in range(40)] + [20 + k for k in range(40)])
