@@ -38,11 +38,12 @@ class LogThread(DriverThread):
         if self._recorder is not None:
             self._recorder.add(record)
         if self._queues.logs_unrolls:
-            trajectory = unroll_trajectory(record)
-            for observer in self._observers:
-                observer(trajectory)
-            if self._metrics is not None:
-                self._metrics(trajectory, record.env_id)
+            if self._observers or self._metrics is not None:  # a recorder alone needs none
+                trajectory = unroll_trajectory(record)
+                for observer in self._observers:
+                    observer(trajectory)
+                if self._metrics is not None:
+                    self._metrics(trajectory, record.env_id)
             time_step = record.experience.time_step
             record = LogRecord(time_step.reward, time_step.step_type, record.env_id)
         self.stats.update(record.reward, record.step_type, int(record.env_id))

@@ -5,6 +5,8 @@ import subprocess
 import sys
 import threading
 import time
+import types
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -15,7 +17,7 @@ from alf_async.experience import ActReply, ActRequest, LogRecord, make_specs
 from alf_async.learning.prefetch import PrefetchThread
 from alf_async.metrics import EpisodeStats
 from alf_async.queues import TFQueues
-from alf_async.collection import DriverThread, EnvThread, LogThread
+from alf_async.collection import DriverThread, EnvThread, LogThread, collector
 from alf_async.collection.driver_thread import live_driver_threads
 from fakes import EPISODE_LENGTH, CountingEnv, CountingPolicy, leaked_driver_threads
 
@@ -171,3 +173,25 @@ def test_live_driver_threads_sees_every_kind_including_prefetch():
         gate.set()
         coord.join([prefetch], stop_grace_period_secs=2)
     assert prefetch not in live_driver_threads()
+
+
+def test_a_log_thread_with_a_recorder_alone_builds_no_trajectory():
+    """The recorder takes the numpy unroll as it is: turning it into a tf-agents
+    trajectory, which only observers and metrics read, cost recording half its time."""
+    from dataset_fakes import episode, unrolls  # pylint: disable=import-outside-toplevel
+    unroll = next(unrolls([episode(4, True, 1)], unroll_length=4))
+    unroll = tf.nest.map_structure(tf.constant, unroll._replace(bootstrap=()))
+    recorded = []
+    recorder = types.SimpleNamespace(add=recorded.append)
+    queues = types.SimpleNamespace(logs_unrolls=True, close_all=lambda: None,
+                                   log_queue=types.SimpleNamespace(dequeue=lambda: unroll))
+    stats = EpisodeStats(1, 1)
+    thread = LogThread("LogThread", tf.train.Coordinator(), queues, stats, recorder=recorder)
+    with mock.patch.object(collector, "unroll_trajectory", side_effect=AssertionError):
+        thread._step()  # pylint: disable=protected-access
+    assert len(recorded) == 1 and stats.num_episodes == 1
+    with mock.patch.object(collector, "unroll_trajectory", side_effect=AssertionError):
+        observed = LogThread("LogThread", tf.train.Coordinator(), queues, stats,
+                             observers=[lambda trajectory: None])
+        with pytest.raises(AssertionError):
+            observed._step()  # pylint: disable=protected-access
