@@ -13,6 +13,9 @@ from alf_async.datasets.windows import EpochWindows
 from alf_async.experience import Experience, LearnBatch
 
 OFFLINE_ENV_ID = -1  # the env id of a dataset's windows in a learn batch
+# Samples gathered per compiled call: a call's dispatch costs about what a learner
+# update of a small network does (tools/datasets_benchmark.py)
+BATCHES_PER_CALL = 8
 
 
 class DatasetSampler:
@@ -61,13 +64,16 @@ class DatasetSampler:
         self._fields = {key: tf.constant(self.steps.fields[key], dtype)
                         for key, dtype in dtypes.items()}
         self._gather_fn = tf.function(self._gather, autograph=False)
+        self._ready, self._ready_count = [], 0  # gathered samples not yet handed out
+        self._handed_out = 0  # windows
 
-    def _gather(self, window, after) -> tuple:
-        """`[S, n, 1]` and `[S, 1]` step indices -> `(experience, bootstrap)` (TF ops
-        on the dataset held as constants: the copy runs outside the GIL)."""
+    def _gather(self, rows) -> list:
+        """`[K, S, n + 1, 1]` step indices -> K `LearnBatch`es, in one compiled call of
+        TF ops on the dataset held as constants (the copy runs outside the GIL)."""
         fields, spec = self._fields, self._spec
-        take = lambda key, rows: tf.gather(fields[key], rows)
-        time_steps = lambda rows: ts.TimeStep(*[take(k, rows) for k in ts.TimeStep._fields])
+        take = lambda key, at: tf.gather(fields[key], at)
+        time_steps = lambda at: ts.TimeStep(*[take(k, at) for k in ts.TimeStep._fields])
+        window, after = rows[:, :, :-1], rows[:, :, -1]
         shape = tf.shape(window)
         experience = Experience(
             time_step=time_steps(window), action=take("action", window),
@@ -76,15 +82,30 @@ class DatasetSampler:
                 lambda s: tf.zeros(tf.concat([shape, s.shape[2:]], 0), s.dtype),
                 spec.policy_state),
             policy_version=take("policy_version", window))
-        return experience, time_steps(after)
+        batches = (experience, time_steps(after), tf.fill(shape[:2], OFFLINE_ENV_ID))
+        flat = [tf.unstack(x, num=BATCHES_PER_CALL) for x in tf.nest.flatten(batches)]
+        return [tf.nest.pack_sequence_as(batches, [x[k] for x in flat])
+                for k in range(BATCHES_PER_CALL)]
 
     def sample(self, count: int) -> LearnBatch:
         """`count` windows: experience `[count, n, 1, ...]`, bootstrap `[count, 1, ...]`,
-        env ids `OFFLINE_ENV_ID`, no env steps."""
-        rows = self.windows.draw(count)[:, :, None]  # [S, n + 1, 1]
-        experience, bootstrap = self._gather_fn(tf.constant(rows[:, :-1]),
-                                                tf.constant(rows[:, -1]))
-        return LearnBatch(experience, bootstrap, tf.fill([count], OFFLINE_ENV_ID), 0)
+        env ids `OFFLINE_ENV_ID`, no env steps.
+
+        The windows of `BATCHES_PER_CALL` samples are gathered at once (one
+        dispatch instead of one a batch); the epoch counts at that gather.
+        """
+        if not self._ready or self._ready_count != count:
+            rows = self.windows.draw(BATCHES_PER_CALL * count)
+            self._ready = self._gather_fn(rows.reshape(BATCHES_PER_CALL, count, -1, 1))
+            self._ready_count = count
+        experience, bootstrap, env_ids = self._ready.pop(0)
+        self._handed_out += count
+        return LearnBatch(experience, bootstrap, env_ids, 0)
+
+    @property
+    def epoch(self) -> int:
+        """Epochs begun by the windows handed out (not those gathered ahead)."""
+        return -(-self._handed_out // self.windows.num_starts)
 
     def describe(self) -> str:
         return (f"windows of {self.sequence_length} of {len(self.steps.episode_last)} dataset "
@@ -148,7 +169,7 @@ class DatasetBatches:
         return f"offline: {self.batch_size} {self.sampler.describe()}"
 
     def summaries(self) -> dict:
-        return {"dataset/epoch": float(self.sampler.windows.epoch)}
+        return {"dataset/epoch": float(self.sampler.epoch)}
 
     def diagnose(self) -> str:
         return ""

@@ -91,7 +91,10 @@ class LearnFeed:
         return self._collector.start_thread(make)
 
     def queue_size(self) -> int:
-        """Unrolls waiting on the learn queue."""
+        """Unrolls waiting on the learn queue; 0 where the source learns from no env
+        step (offline: nothing takes from it, and the read is a TF op per update)."""
+        if not self._batches.learns_from_env:
+            return 0
         return int(self._collector.queues.learn_queue.size())
 
     def close(self) -> None:

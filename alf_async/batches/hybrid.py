@@ -94,5 +94,5 @@ class HybridBatches(UniformReplayBatches):
         values = super().summaries()
         if shares:
             values["hybrid/offline_fraction"] = float(np.mean(shares))
-        values["dataset/epoch"] = float(self.sampler.windows.epoch)
+        values["dataset/epoch"] = float(self.sampler.epoch)
         return values
