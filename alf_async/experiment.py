@@ -35,7 +35,7 @@ flags.DEFINE_multi_string("gin_param", [], "run: gin bindings every seed shares.
 flags.DEFINE_multi_string("grid", [], "run: 'BINDING=[V1, V2, ...]': one cell per value; "
                           "several grids make their cartesian product.")
 flags.DEFINE_enum("runner", "train", ["train", "chaos", "pbt"], "run: what trains each "
-                  "seed: alf_async.train; alf_async.supervision.chaos (the supervised launch "
+                  "seed: alf_async.train; alf_async.chaos (the supervised launch "
                   "with faults injected); or alf_async.pbt (a population: its curve is the "
                   "best member's score at each ready point). Their flags as --gin_param or "
                   "--grid bindings that start with '--', e.g. --grid='--faults=[none, all]', "

@@ -92,7 +92,7 @@ def test_members_on_a_cluster_one_node_lost_mid_interval_resume_and_pass_their_c
     import time  # pylint: disable=import-outside-toplevel
     pytest.importorskip("ray")
     from alf_async.experiments import placement  # pylint: disable=import-outside-toplevel
-    from alf_async.supervision.ray_cluster import SimulatedCluster  # pylint: disable=import-outside-toplevel
+    from alf_async.chaos.ray_cluster import SimulatedCluster  # pylint: disable=import-outside-toplevel
     previous = os.environ.get("RAY_TMPDIR")
     cluster = SimulatedCluster(actors=2, actor_nodes=2)
     root, proc = tmp_path / "pbt", None

@@ -136,7 +136,7 @@ def test_two_workers_on_a_cluster_share_a_postgresql_study_one_killed_mid_trial(
     run again, and the best trial's cell.json re-runs as an experiment."""
     pytest.importorskip("ray")
     import postgres_server  # pylint: disable=import-outside-toplevel
-    from alf_async.supervision.ray_cluster import SimulatedCluster  # pylint: disable=import-outside-toplevel
+    from alf_async.chaos.ray_cluster import SimulatedCluster  # pylint: disable=import-outside-toplevel
 
     if postgres_server.binaries() is None:
         (pytest.fail if os.environ.get("CI") else pytest.skip)(

@@ -35,7 +35,7 @@ from typing import Dict, List
 
 from absl import app, flags
 
-from alf_async.supervision.faults import LaunchTree, proc_table
+from alf_async.chaos.faults import LaunchTree, proc_table
 
 FLAGS = flags.FLAGS
 WAIT_SECS = 240.0  # any one wait, at most

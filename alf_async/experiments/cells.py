@@ -3,7 +3,7 @@
 A *cell* is one setting: the gin files and bindings every seed of it shares,
 and the runner that trains a seed (`train`: `python -m alf_async.train`;
 `chaos`: the same run under the supervised launch with faults injected,
-`python -m alf_async.supervision.chaos`; `pbt`: a population, `python -m
+`python -m alf_async.chaos`; `pbt`: a population, `python -m
 alf_async.pbt`, its curve the best member's score at each ready point). A grid
 `'alf_async.Learner.learning_rate=[1e-3, 3e-4]'` makes one cell per value;
 several grids make their cartesian product.

@@ -3,7 +3,7 @@
 Each seed runs where its placement puts it (`placement`: a subprocess here,
 or a Ray node; a seed whose node is lost resumes on another, within its
 retry budget). Each seed is `python -m alf_async.train --root_dir=<cell>/seed_<S> ...` (a
-chaos cell's: `python -m alf_async.supervision.chaos ...`): its own checkpoints,
+chaos cell's: `python -m alf_async.chaos ...`): its own checkpoints,
 TensorBoard events and `train.log`. A seed whose root_dir holds the
 trainer's `result.json` (a chaos run's `ledger.json`) is done and skipped;
 any other resumes from its checkpoint. SIGINT or SIGTERM to the launcher sends SIGTERM to every
@@ -55,7 +55,7 @@ class SeedRun:
 
 # The runners other than `train`: the module whose command trains one seed, with
 # `--root_dir`, `--gin_file`, `--gin_param`, `--seed` and the cell's runner flags.
-RUNNER_MODULES = {"chaos": "alf_async.supervision.chaos", "pbt": "alf_async.pbt"}
+RUNNER_MODULES = {"chaos": "alf_async.chaos", "pbt": "alf_async.pbt"}
 
 
 def runner_command(runner: str, root_dir: str, gin_files, bindings, seed: int,

@@ -1,7 +1,7 @@
 """The chaos ledgers of an experiment's seeds (`python -m alf_async.experiment run
 --runner=chaos`): read into the summary, and its markdown table.
 
-A chaos seed's run directory holds the `ledger.json` that `alf_async.supervision.chaos`
+A chaos seed's run directory holds the `ledger.json` that `alf_async.chaos`
 wrote: faults by kind, restarts, what they cost, and where the target was
 first reached, in wall seconds from the command. A cell's seeds without
 faults are its fault-free baseline; the table compares the medians.

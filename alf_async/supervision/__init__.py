@@ -1,5 +1,6 @@
-"""Supervision: processes of a run kept alive, where they run, and faults injected
-to prove it. The command that starts a supervised run is `python -m alf_async.launch`.
+"""Supervision: processes of a run kept alive, and where they run (faults injected
+to prove it are `alf_async.chaos`). The command that starts a supervised run is
+`python -m alf_async.launch`.
 
 - `supervisor.py`: `Supervisor` runs one process per `ChildSpec` through a
   backend, restarts what dies within a budget, stops them all without orphans.
@@ -9,11 +10,6 @@ to prove it. The command that starts a supervised run is `python -m alf_async.la
   chooses them.
 - `local.py`: the local backend, subprocesses of the launch on this host.
 - `ray_backend.py` and `command_host.py`: the Ray backend, each process hosted
-  by a Ray actor on a node of a Ray cluster; `ray_cluster.py`: a cluster of
-  simulated nodes on this host, for chaos runs and tests.
+  by a Ray actor on a node of a Ray cluster.
 - `spare.py`: warm spares, a command imported ahead and promoted on a restart.
-- `chaos.py`: `python -m alf_async.supervision.chaos`, seeded faults around a
-  launch; `faults.py`: the fault kinds, their schedule, the run's processes and
-  the injector; `chaos_ledger.py`: what a run and its faults came to, from its
-  events.
 """

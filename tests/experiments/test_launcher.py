@@ -32,7 +32,7 @@ def test_a_chaos_cells_seed_runs_the_chaos_command_and_is_done_with_its_ledger(t
                             ["--faults=[all]"], runner="chaos")[0]
     run = launcher.seed_runs([cell], [7], str(tmp_path))[0]
     command = run.command(tf_threads=1)
-    assert command[1:3] == ["-m", "alf_async.supervision.chaos"]
+    assert command[1:3] == ["-m", "alf_async.chaos"]
     assert command[3:] == [f"--root_dir={run.root_dir}", "--gin_file=c.gin",
                            "--gin_param=train.seed_free=1", "--seed=7", "--rounds=2",
                            "--faults=all"]

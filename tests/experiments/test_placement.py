@@ -174,7 +174,7 @@ def test_starts_wait_until_ray_marks_a_lost_runs_node_dead_at_most_its_window(
 @pytest.fixture(scope="module")
 def cluster():
     pytest.importorskip("ray")
-    from alf_async.supervision.ray_cluster import SimulatedCluster
+    from alf_async.chaos.ray_cluster import SimulatedCluster
     previous = os.environ.get("RAY_TMPDIR")
     cluster = SimulatedCluster(actors=4, actor_nodes=2)  # 2 seeds' room on each worker node
     yield cluster

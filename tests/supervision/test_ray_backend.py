@@ -19,7 +19,7 @@ import pytest
 
 from alf_async import events
 from alf_async.supervision.ray_backend import LearnerAddresses
-from alf_async.supervision.ray_cluster import SimulatedCluster
+from alf_async.chaos.ray_cluster import SimulatedCluster
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 GIN = "gin_configs/ppo_chaos.gin"

@@ -1,6 +1,6 @@
 """Faults injected into a supervised run from outside, and the run's processes found in /proc.
 
-`python -m alf_async.supervision.chaos` draws a `schedule` of fault kinds and
+`python -m alf_async.chaos` draws a `schedule` of fault kinds and
 has an `Injector` fire each at its point: SIGKILL or SIGTERM to a process
 of the `LaunchTree` (an env worker, an actor, the learner), blocked
 checkpoint writes, a lost node of a simulated Ray cluster. The injector

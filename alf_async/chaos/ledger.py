@@ -14,7 +14,7 @@ from typing import Dict, List, Optional
 from absl import logging
 
 from alf_async import events
-from alf_async.supervision.faults import LaunchTree, count_kinds
+from alf_async.chaos.faults import LaunchTree, count_kinds
 
 STOP_BOUND_SECS = 5.0  # a stop that takes longer is a hang
 

@@ -1,4 +1,4 @@
-"""`alf_async.supervision.faults`: the schedule, the injection loop, the run's processes,
+"""`alf_async.chaos.faults`: the schedule, the injection loop, the run's processes,
 the injector's targets."""
 
 import json
@@ -10,7 +10,7 @@ import sys
 import time
 
 from alf_async import events
-from alf_async.supervision import faults
+from alf_async.chaos import faults
 
 
 def test_the_schedule_is_seeded_and_brings_every_kind_once_per_round():

@@ -1,4 +1,4 @@
-"""`python -m alf_async.supervision.chaos`: its progress axis, bad input, and a short chaos
+"""`python -m alf_async.chaos`: its progress axis, bad input, and a short chaos
 run (slow) whose ledger must be clean."""
 
 import json
@@ -8,7 +8,8 @@ import sys
 
 import pytest
 
-from alf_async.supervision import chaos, faults
+from alf_async.chaos import faults
+from alf_async.chaos import run as chaos
 from test_chaos_ledger import EVENTS, _event
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -24,7 +25,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
     ("--mean_interval_env_steps=5000", "--mean_interval_env_steps needs --rounds >= 1"),
     ("--tracker=tensorboard", "--tracker must be one of none, mlflow, wandb")])
 def test_bad_input_is_one_line_and_exit_2(tmp_path, flag, line):
-    result = subprocess.run([sys.executable, "-m", "alf_async.supervision.chaos", f"--root_dir={tmp_path}",
+    result = subprocess.run([sys.executable, "-m", "alf_async.chaos", f"--root_dir={tmp_path}",
                              flag], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert result.returncode == 2
     errors = [l for l in result.stderr.splitlines() if l.startswith("E")]
@@ -35,7 +36,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, flag, line):
 def test_the_tracker_flags_go_on_to_the_launch_whose_learner_reports():
     """The flags are defined when the command runs (`_define_flags`): read in a process
     of their own, beside no other command's flags."""
-    code = ("import json, sys; from absl import flags; from alf_async.supervision import chaos; "
+    code = ("import json, sys; from absl import flags; from alf_async.chaos import run as chaos; "
             "chaos._define_flags(); flags.FLAGS(sys.argv); "
             "print(json.dumps(chaos._launch_command(['none'])))")
     result = subprocess.run([sys.executable, "-c", code, "--root_dir=r", "--tracker=mlflow",
@@ -63,7 +64,7 @@ def test_progress_in_env_steps_is_the_most_any_learner_logged():
 def test_a_short_chaos_run_reaches_475_with_a_clean_ledger(tmp_path):
     ledger_path = tmp_path / "ledger.json"
     result = subprocess.run(
-        [sys.executable, "-m", "alf_async.supervision.chaos", f"--root_dir={tmp_path / 'run'}", "--seed=11",
+        [sys.executable, "-m", "alf_async.chaos", f"--root_dir={tmp_path / 'run'}", "--seed=11",
          # over env steps: every kind comes however fast the run is (5 kinds, mean
          # 25k apart, well inside the 400k steps)
          "--mean_interval_env_steps=25000", "--rounds=1", "--timeout_secs=330",

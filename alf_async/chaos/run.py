@@ -1,6 +1,6 @@
 """A seeded fault injector around a supervised run, ending with a ledger.
 
-    python -m alf_async.supervision.chaos --gin_file=gin_configs/ppo_chaos.gin --root_dir=runs/chaos/1 \\
+    python -m alf_async.chaos --gin_file=gin_configs/ppo_chaos.gin --root_dir=runs/chaos/1 \\
         --seed=1 --actors=2
 
 runs `python -m alf_async.launch` (a learner and `--actors` actor processes)
@@ -33,7 +33,7 @@ twice, and the longest stop. It reads the run through its typed events
 kept in ROOT_DIR/launch.log for people. Bad input: one line, exit 2.
 
 The pieces: `faults` (the kinds, the schedule, the run's processes, the
-injector) and `chaos_ledger` (the figures); this module is the command.
+injector) and `ledger` (the figures); this module is the command.
 """
 
 import json
@@ -48,8 +48,8 @@ from typing import Callable, List, Sequence
 from absl import app, flags, logging
 
 from alf_async import events
-from alf_async.supervision import chaos_ledger
-from alf_async.supervision.faults import (Injector, LaunchTree, count_kinds,
+from alf_async.chaos import ledger as chaos_ledger
+from alf_async.chaos.faults import (Injector, LaunchTree, count_kinds,
                                           inject_until_done, parse_kinds, schedule)
 from alf_async.tracking import settings as tracker_settings
 
@@ -146,7 +146,7 @@ def _start_cluster():
     """The simulated Ray cluster of `--backend=ray` (None: the local backend)."""
     if FLAGS.backend != "ray":
         return None
-    from alf_async.supervision import ray_cluster  # pylint: disable=import-outside-toplevel
+    from alf_async.chaos import ray_cluster  # pylint: disable=import-outside-toplevel
     return ray_cluster.SimulatedCluster(FLAGS.actors, actor_nodes=FLAGS.actor_nodes)
 
 
@@ -230,6 +230,11 @@ def main(argv) -> None:
     sys.exit(0 if chaos_ledger.clean(ledger) else 1)
 
 
-if __name__ == "__main__":
+def command() -> None:
+    """The command line: its flags, then `main`."""
     _define_flags()
     app.run(main)
+
+
+if __name__ == "__main__":
+    command()

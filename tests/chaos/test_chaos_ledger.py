@@ -1,6 +1,6 @@
-"""`alf_async.supervision.chaos_ledger`: the figures of a chaos run, read from its events."""
+"""`alf_async.chaos.ledger`: the figures of a chaos run, read from its events."""
 
-from alf_async.supervision import chaos_ledger
+from alf_async.chaos import ledger as chaos_ledger
 
 
 T0 = 1_790_000_000.0  # the run's start (a time.time())
