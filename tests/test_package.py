@@ -1,4 +1,5 @@
-"""`alf_async/__init__.py`: the interrupt handler it installs for `python -m alf_async.<command>`."""
+"""The package as installed: `alf_async/__init__.py`'s interrupt handler for `python -m
+alf_async.<command>`, what start-up imports, and the package's folders and top."""
 
 import os
 import subprocess
@@ -48,3 +49,11 @@ def test_every_folder_of_the_package_is_a_package_that_pip_installs():
                if any(name.endswith(".py") for name in names)}
     installed = set(setuptools.find_packages(root, include=["alf_async", "alf_async.*"]))
     assert folders == installed, folders ^ installed
+
+
+def test_the_package_top_holds_at_most_16_modules():
+    """The top of `alf_async/` is its commands and the few records every floor shares; a
+    module of one part belongs in that part's folder (a newcomer reads the top first)."""
+    top = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "alf_async")
+    modules = sorted(name for name in os.listdir(top) if name.endswith(".py"))
+    assert len(modules) <= 16, modules

@@ -3,7 +3,7 @@
 import tensorflow as tf
 
 from alf_async.collection.driver_thread import DriverThread, to_numpy
-from alf_async.queues import TFQueues
+from alf_async.collection.queues import TFQueues
 
 
 class ReplayWriterThread(DriverThread):

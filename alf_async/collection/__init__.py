@@ -11,6 +11,9 @@ A collection gives the driver `specs` (request, reply, unroll, log),
 - `Collector`: a collection and the log thread under one coordinator, with
   the learn queue they fill (the actor process uses one alone).
 
+- `queues.py`: `NestFIFOQueue` and `TFQueues`, the TF queues that carry
+  nested records between these threads (and to the learner).
+
 The thread kinds under their public names: `EnvThread`, `ActorThread`,
 `LogThread`, and their base `DriverThread` (`driver_thread.py`).
 """

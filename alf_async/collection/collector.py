@@ -9,7 +9,7 @@ from tf_agents.metrics import tf_metric
 
 from alf_async.errors import QUEUE_CLOSED, DriverStopped, ThreadError, stop_with_error
 from alf_async.metrics import EpisodeStats, StepMetrics
-from alf_async.queues import TFQueues
+from alf_async.collection.queues import TFQueues
 from alf_async.collection.driver_thread import DriverThread, to_numpy, where_threads_are
 from alf_async.experience import LogRecord, unroll_trajectory
 

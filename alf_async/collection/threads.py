@@ -17,7 +17,7 @@ from alf_async import events
 from alf_async.collection.driver_thread import DriverThread
 from alf_async.experience import ActReply, ActRequest, Experience, Unroll, batched
 from alf_async.collection.restart_budget import RestartBudget
-from alf_async.queues import NestFIFOQueue, TFQueues
+from alf_async.collection.queues import NestFIFOQueue, TFQueues
 
 
 class EnvThread(DriverThread):

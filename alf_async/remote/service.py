@@ -12,7 +12,7 @@ from absl import logging
 
 from alf_async import events, quiet
 from alf_async.experience import Unroll
-from alf_async.queues import TFQueues
+from alf_async.collection.queues import TFQueues
 from alf_async.remote import run_secret, weights
 from alf_async.extras import import_reverb, trajectory_dataset
 from alf_async.collection.driver_thread import DriverThread

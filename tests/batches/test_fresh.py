@@ -9,7 +9,7 @@ import tensorflow as tf
 from alf_async.batches import FreshBatches
 from alf_async.experience import Experience, Unroll
 from alf_async.collection.pacing import Lockstep
-from alf_async.queues import NestFIFOQueue
+from alf_async.collection.queues import NestFIFOQueue
 from fakes import learning_driver, timed_stop
 
 T, B = 3, 2

@@ -16,7 +16,7 @@ from alf_async.errors import QUEUE_CLOSED, ThreadError
 from alf_async.experience import ActReply, ActRequest, LogRecord, make_specs
 from alf_async.learning.prefetch import PrefetchThread
 from alf_async.metrics import EpisodeStats
-from alf_async.queues import TFQueues
+from alf_async.collection.queues import TFQueues
 from alf_async.collection import DriverThread, EnvThread, LogThread, collector
 from alf_async.collection.driver_thread import live_driver_threads
 from fakes import EPISODE_LENGTH, CountingEnv, CountingPolicy, leaked_driver_threads

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from alf_async.queues import NestFIFOQueue, TFQueues
+from alf_async.collection.queues import NestFIFOQueue, TFQueues
 
 Pair = collections.namedtuple("Pair", ["a", "b"])
 
