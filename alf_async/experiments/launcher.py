@@ -1,8 +1,8 @@
 """Runs the seeds of an experiment as ordinary training processes, P at a time.
 
-Each seed runs where its placement puts it (`placement`: a subprocess here,
-or a Ray node; a seed whose node is lost resumes on another, within its
-retry budget). Each seed is `python -m alf_async.train --root_dir=<cell>/seed_<S> ...` (a
+Each seed runs through the one run queue (`runs.queue`) where its placement
+puts it (`placement`: a subprocess here, or a Ray node; a seed whose node is
+lost resumes on another, within its retry budget). Each seed is `python -m alf_async.train --root_dir=<cell>/seed_<S> ...` (a
 chaos cell's: `python -m alf_async.chaos ...`): its own checkpoints,
 TensorBoard events and `train.log`. A seed whose root_dir holds the
 trainer's `result.json` (a chaos run's `ledger.json`) is done and skipped;
@@ -21,8 +21,9 @@ from typing import Callable, Dict, List, Optional
 from alf_async import events
 from alf_async.experiments.cells import Cell
 from alf_async.experiments.ledgers import LEDGER_FILE
-from alf_async.experiments.placement import LOG_FILE, LocalPlacement, stop_runs
+from alf_async.experiments.placement import LOG_FILE, LocalPlacement
 from alf_async.runs import layout
+from alf_async.runs.queue import Job, RunQueue
 from alf_async.tracking.settings import TrackerSettings
 from alf_async.training.signals import SignalStop
 
@@ -120,15 +121,8 @@ def error_line(root_dir: str) -> str:
     return line.split("] ", 1)[-1] if line.startswith("E") and "] " in line else line
 
 
-@dataclasses.dataclass
-class _Running:
-    run: SeedRun
-    proc: object  # a `backend.Process`
-    started: float
-
-
 class Launcher:
-    """Runs `SeedRun`s, at most `parallel` at a time, and reports progress.
+    """Runs `SeedRun`s, at most `parallel` at a time (`runs.queue`), and reports progress.
 
     Thread-safety: `run()` is called once, from the main thread (which
     receives the signals).
@@ -157,17 +151,18 @@ class Launcher:
         """
         if parallel < 0:
             raise ValueError(f"--parallel must be >= 0, got {parallel}")
-        self._placement = placement or LocalPlacement()
-        self._pending = [r for r in runs if not r.finished()]
-        self._skipped = len(runs) - len(self._pending)
+        placement = placement or LocalPlacement()
+        self._runs = {r.name: r for r in runs if not r.finished()}
+        self._skipped = len(runs) - len(self._runs)
         self._total = len(runs)
-        self._parallel = self._placement.capacity(parallel)
-        self._tf_threads = tf_threads or self._placement.tf_threads(self._parallel)
-        self._retries: Dict[str, int] = {}  # run name: times it was started again
-        self._grace, self._poll, self._progress_secs = grace_secs, poll_secs, progress_secs
+        self._parallel = placement.capacity(parallel)
+        self._tf_threads = tf_threads or placement.tf_threads(self._parallel)
+        self._queue = RunQueue(placement, self._parallel, placement.retries, grace_secs,
+                               on_retry=self._retrying, on_end=self._ended,
+                               poll_secs=poll_secs)
+        self._progress_secs = progress_secs
         self._echo = echo or (lambda line: print(line, flush=True))
         self._tracker = tracker
-        self._running: List[_Running] = []
         self.failed: Dict[str, str] = {}  # run name -> its error line
         self._durations: List[float] = []
         self._last_line, self._last_time = "", 0.0
@@ -176,70 +171,45 @@ class Launcher:
         """Runs every pending seed; returns None, or the signal that stopped it."""
         if self._skipped:
             self._echo(f"{self._skipped} of {self._total} seeds already done: skipped")
+        jobs = [Job(run.name, run.command(self._tf_threads) + self._tracker.flags(
+            group=run.cell.name, name=run.name), run.root_dir) for run in self._runs.values()]
         with SignalStop() as interrupt:
-            while (self._pending or self._running) and interrupt.signum is None:
-                self._reap()
-                while self._pending and len(self._running) < self._parallel:
-                    self._launch(self._pending.pop(0))
-                self._report()
-                time.sleep(self._poll)
+            self._queue.run(jobs, lambda: interrupt.signum is not None, tick=self._report)
             if interrupt.signum is not None:
-                self._stop_all()
+                self._echo(f"stopped {len(self._queue.stopped)} running seeds (checkpoints "
+                           f"saved); run the same command again to resume")
             self._report(force=True)
             return interrupt.signum
 
-    def _launch(self, run: SeedRun) -> None:
-        tracked = self._tracker.flags(group=run.cell.name, name=run.name)
-        proc = self._placement.start(run.name, run.command(self._tf_threads) + tracked,
-                                     run.root_dir)
-        self._running.append(_Running(run, proc, time.time()))
+    def _ended(self, job: Job, proc, started: float) -> None:
+        """Counts a seed done, or says why it failed (one line)."""
+        run, code = self._runs[job.name], proc.returncode
+        if code == 0 and run.finished():
+            self._durations.append(time.time() - started)
+        elif proc.lost:
+            losses = self._queue.retried(job.name) + 1
+            self.failed[job.name] = f"its node was lost {losses} times"
+            self._echo(f"{job.name} failed: its node was lost {losses} times "
+                       f"(--seed_retries={self._queue.retries})")
+        else:
+            line = error_line(run.root_dir)
+            self.failed[job.name] = f"exit {code}: {line}"
+            self._echo(f"{job.name} failed (exit {code}): {line}")
 
-    def _reap(self) -> None:
-        for entry in list(self._running):
-            code = entry.proc.poll()
-            if code is None:
-                continue
-            self._running.remove(entry)
-            self._placement.forget(entry.proc)
-            if code == 0 and entry.run.finished():
-                self._durations.append(time.time() - entry.started)
-            elif entry.proc.lost:
-                if self._retry(entry):
-                    self._launch(entry.run)
-            else:
-                line = error_line(entry.run.root_dir)
-                self.failed[entry.run.name] = f"exit {code}: {line}"
-                self._echo(f"{entry.run.name} failed (exit {code}): {line}")
-
-    def _retry(self, entry: _Running) -> bool:
-        """Whether a seed whose node was lost runs again (one line says so), within its
-        budget of retries."""
-        name, budget = entry.run.name, self._placement.retries
-        self._retries[name] = self._retries.get(name, 0) + 1
-        if self._retries[name] > budget:
-            self.failed[name] = f"its node was lost {self._retries[name]} times"
-            self._echo(f"{name} failed: its node was lost {self._retries[name]} times "
-                       f"(--seed_retries={budget})")
-            return False
-        self._echo(f"{name}: its node {entry.proc.address} was lost ({entry.proc.lost}); "
-                   f"resuming from its checkpoint on another node (retry "
-                   f"{self._retries[name]} of {budget})")
-        return True
-
-    def _stop_all(self) -> None:
-        stop_runs([entry.proc for entry in self._running], self._grace)
-        self._echo(f"stopped {len(self._running)} running seeds (checkpoints saved); "
-                   f"run the same command again to resume")
-        self._running.clear()
+    def _retrying(self, job: Job, proc, retry: int) -> None:
+        self._echo(f"{job.name}: its node {proc.address} was lost ({proc.lost}); resuming "
+                   f"from its checkpoint on another node (retry {retry} of "
+                   f"{self._queue.retries})")
 
     def progress_line(self) -> str:
-        done = self._skipped + len(self._durations)
-        line = (f"seeds done {done}/{self._total}, running {len(self._running)}, "
+        done, running = self._skipped + len(self._durations), self._queue.running.values()
+        pending = len(self._runs) - len(self._durations) - len(self.failed) - len(running)
+        line = (f"seeds done {done}/{self._total}, running {len(running)}, "
                 f"failed {len(self.failed)}")
-        if self._durations and (self._pending or self._running):
+        if self._durations and (pending or running):
             mean, now = sum(self._durations) / len(self._durations), time.time()
-            work = len(self._pending) * mean + sum(max(mean - (now - r.started), 0.0)
-                                                   for r in self._running)
+            work = pending * mean + sum(max(mean - (now - started), 0.0)
+                                        for _, _, started in running)
             if work >= self._parallel:  # not once the seeds left outlast the mean
                 line += f", ETA {work / self._parallel:.0f} s"
         return line

@@ -28,7 +28,7 @@ import os
 import signal
 import subprocess
 import time
-from typing import Callable, Dict, List, Optional, Sequence, Set
+from typing import Callable, Dict, List, Optional, Set
 
 from absl import flags
 
@@ -66,18 +66,6 @@ def from_flags(unit: str, out_dir: str, command: str):
     return RayPlacement(values.address, parse_resources(f"--{unit}_resources",
                                                         values[f"{unit}_resources"].value),
                         out_dir, values[f"{unit}_retries"].value, unit, command)
-
-
-def stop_runs(processes: Sequence, grace_secs: float) -> None:
-    """SIGTERM to every run (each saves a checkpoint), then SIGKILL to any still alive
-    after `grace_secs`."""
-    for process in processes:
-        process.signal(signal.SIGTERM)
-    deadline = time.time() + grace_secs
-    for process in processes:
-        if process.wait(max(deadline - time.time(), 0.1)) is None:
-            process.signal(signal.SIGKILL)
-            process.wait(30.0)
 
 
 def start_training(command: List[str], root_dir: str) -> subprocess.Popen:

@@ -15,10 +15,9 @@ Thread-safety: `run_workers` runs in the main thread (which receives the signals
 
 import os
 import sys
-import time
-from typing import Dict, List, Sequence
+from typing import List, Sequence
 
-from alf_async.experiments.placement import stop_runs
+from alf_async.runs.queue import Job, RunQueue
 from alf_async.training.signals import SignalStop
 
 _DRIVER_FLAGS = ("--backend", "--address", "--workers", "--worker_resources",
@@ -47,34 +46,25 @@ def check_storage(storage: str, workers: int, nodes: int) -> None:
 
 def run_workers(placement, command: List[str], workers: int, out_dir: str,
                 poll_secs: float = 1.0) -> int:
-    """Runs `workers` copies of `command` where `placement` puts them until each ends;
-    the exit status: 0 (every worker done), 1 (a trial failed, or a worker died
-    past its retries), 128 + signum (stopped)."""
-    names = [f"worker_{i}" for i in range(workers)]
-    start = lambda name: placement.start(name, command, os.path.join(out_dir, "workers", name),
-                                         relay=True)
-    running = {name: start(name) for name in names}
-    codes: Dict[str, int] = {}
-    retries = dict.fromkeys(names, 0)
+    """Runs `workers` copies of `command` where `placement` puts them until each ends
+    (`runs.queue`, all at once); the exit status: 0 (every worker done), 1 (a trial
+    failed, or a worker died past its retries), 128 + signum (stopped)."""
+    jobs = [Job(f"worker_{i}", command, os.path.join(out_dir, "workers", f"worker_{i}"),
+                relay=True) for i in range(workers)]
+    queue = RunQueue(placement, workers, placement.retries, STOP_GRACE_SECS,
+                     retry_when=lambda process: process.lost or process.returncode < 0,
+                     on_retry=lambda job, process, retry: _restarting(
+                         job, process, retry, placement.retries), poll_secs=poll_secs)
     with SignalStop("stopping every worker") as interrupt:
-        while running and interrupt.signum is None:
-            time.sleep(poll_secs)
-            for name, process in list(running.items()):
-                if process.poll() is None:
-                    continue
-                placement.forget(process)
-                del running[name]
-                if process.returncode >= 0 or retries[name] >= placement.retries:
-                    codes[name] = process.returncode
-                    continue
-                retries[name] += 1
-                why = f"its node was lost ({process.lost})" if process.lost else \
-                    f"it died (exit {process.returncode})"
-                print(f"tune: {name} on {process.address} ended, {why}; started again (retry "
-                      f"{retries[name]} of {placement.retries}); its trial is marked failed "
-                      f"and queued again once its heartbeat is overdue", flush=True)
-                running[name] = start(name)
+        codes = queue.run(jobs, lambda: interrupt.signum is not None)
         if interrupt.signum is not None:
-            stop_runs(list(running.values()), STOP_GRACE_SECS)
             return 128 + interrupt.signum
     return 0 if all(code == 0 for code in codes.values()) else 1
+
+
+def _restarting(job: Job, process, retry: int, budget: int) -> None:
+    why = f"its node was lost ({process.lost})" if process.lost else \
+        f"it died (exit {process.returncode})"
+    print(f"tune: {job.name} on {process.address} ended, {why}; started again (retry "
+          f"{retry} of {budget}); its trial is marked failed and queued again once its "
+          f"heartbeat is overdue", flush=True)

@@ -12,16 +12,16 @@ Thread-safety: called from the controller's one thread.
 
 import dataclasses
 import os
-import time
 from typing import Dict, List, Optional, Sequence
 
 from absl import logging
 
 from alf_async import events
 from alf_async.experiments.launcher import train_command
-from alf_async.experiments.placement import LocalPlacement, stop_runs
+from alf_async.experiments.placement import LocalPlacement
 from alf_async.population.mutations import Mutation, bindings
 from alf_async.runs import layout
+from alf_async.runs.queue import Job, RunQueue
 from alf_async.tracking.settings import TrackerSettings
 
 STOP_GRACE_SECS = 20.0  # a member stopped by Ctrl-C writes its checkpoint first
@@ -68,7 +68,7 @@ def tracker_flags(tracker: TrackerSettings, root_dir: str, index: int) -> List[s
 def train_interval(members: Sequence[Member], commands: Dict[int, List[str]],
                    parallel: int, should_stop, placement=None) -> Dict[int, int]:
     """Runs every member's command where `placement` puts it (None: here), `parallel`
-    at a time; returns their exit statuses.
+    at a time (`runs.queue`); returns their exit statuses.
 
     A member whose node was lost starts again (it resumes from its checkpoint),
     one line each, at most `placement.retries` times per interval.
@@ -76,30 +76,18 @@ def train_interval(members: Sequence[Member], commands: Dict[int, List[str]],
     checkpoint) and starts no more; the statuses of those not run are absent.
     """
     placement = placement or LocalPlacement()
-    parallel = placement.capacity(parallel)
-    pending, running, codes, retries = list(members), {}, {}, {}
-    while (pending or running) and not should_stop():
-        while pending and len(running) < parallel:
-            member = pending.pop(0)
-            running[member.index] = (member, placement.start(
-                f"member_{member.index}", commands[member.index], member.root_dir))
-        for index, (member, proc) in list(running.items()):
-            if proc.poll() is None:
-                continue
-            del running[index]
-            placement.forget(proc)
-            retries[index] = retries.get(index, 0) + bool(proc.lost)
-            if proc.lost and retries[index] <= placement.retries:
-                logging.warning("pbt: member %d's node %s was lost (%s); resuming from its "
-                                "checkpoint on another node (retry %d of %d)", index,
-                                proc.address, proc.lost, retries[index], placement.retries)
-                pending.insert(0, member)
-            else:
-                codes[index] = proc.returncode
-        time.sleep(0.2)
-    if running:
-        stop_runs([proc for _, proc in running.values()], STOP_GRACE_SECS)
-    return codes
+    queue = RunQueue(placement, placement.capacity(parallel), placement.retries,
+                     STOP_GRACE_SECS, on_retry=lambda job, proc, retry: _retrying(
+                         job, proc, retry, placement.retries))
+    codes = queue.run([Job(f"member_{m.index}", commands[m.index], m.root_dir)
+                       for m in members], should_stop)
+    return {int(name.split("_")[1]): code for name, code in codes.items()}
+
+
+def _retrying(job: Job, proc, retry: int, budget: int) -> None:
+    logging.warning("pbt: %s's node %s was lost (%s); resuming from its checkpoint on "
+                    "another node (retry %d of %d)", job.name.replace("_", " "),
+                    proc.address, proc.lost, retry, budget)
 
 
 def score(root_dir: str) -> Optional[dict]:

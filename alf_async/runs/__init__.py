@@ -1,2 +1,2 @@
-"""A run seen from outside: what its `root_dir` holds, by name (`layout`), read and
-written without TensorFlow."""
+"""A run seen from outside, without TensorFlow: what its `root_dir` holds, by name
+(`layout`), and the one queue that runs many of them (`queue`)."""

@@ -18,10 +18,9 @@ def test_the_eta_counts_the_seeds_left_and_is_left_out_once_they_overrun(monkeyp
     seeds = _launcher(monkeypatch, now)
     assert "ETA" not in seeds.progress_line()  # no seed finished yet: no mean
     seeds._durations = [100.0]  # pylint: disable=protected-access
-    seeds._pending = seeds._pending[2:]  # pylint: disable=protected-access
-    seeds._running = [launcher._Running(None, None, started=now[0] - 30.0)]  # pylint: disable=protected-access
+    seeds._queue.running = {"s1": (None, None, now[0] - 30.0)}  # pylint: disable=protected-access
     assert seeds.progress_line().endswith("ETA 170 s")  # 100 pending + 70 left of the running
-    seeds._pending = []  # pylint: disable=protected-access
+    seeds._durations = [100.0, 100.0]  # none pending  # pylint: disable=protected-access
     now[0] += 80.0  # the last seed runs longer than the mean
     assert "ETA" not in seeds.progress_line()
 
@@ -71,9 +70,9 @@ class _Recording:
     def tf_threads(self, parallel):
         return 1
 
-    def start(self, name, command, root_dir):
+    def start(self, name, command, root_dir, relay=False):
         self.commands[name] = command
-        return types.SimpleNamespace(poll=lambda: 1, lost=None)
+        return types.SimpleNamespace(poll=lambda: 1, returncode=1, lost=None)
 
     def forget(self, process):
         pass

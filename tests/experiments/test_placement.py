@@ -62,7 +62,7 @@ class FakePlacement:
     def tf_threads(self, parallel):
         return 1
 
-    def start(self, name, command, root_dir):
+    def start(self, name, command, root_dir, relay=False):
         os.makedirs(root_dir, exist_ok=True)
         self.started.append(name)
         lost = self.losses.get(name, 0) > 0
@@ -103,20 +103,12 @@ def test_a_seed_whose_node_is_lost_runs_again_one_line_each_within_its_budget(tm
 
 def test_a_seed_killed_on_this_host_is_a_failure_not_a_retry(tmp_path):
     fake = FakePlacement({"c/seed_1": 1}, retries=3)
-    fake.start = lambda name, command, root_dir: FakeProcess(root_dir, lost=None, killed=True)
+    fake.start = lambda name, command, root_dir, relay=False: FakeProcess(root_dir,
+                                                                          killed=True)
     seeds = launcher.Launcher(_runs(tmp_path, [1]), parallel=1, poll_secs=0.0,
                               echo=lambda line: None, placement=fake)
     seeds.run()
     assert list(seeds.failed) == ["c/seed_1"] and "exit -9" in seeds.failed["c/seed_1"]
-
-
-def test_stop_runs_terms_each_then_kills_those_still_running_after_the_grace(tmp_path):
-    polite, stubborn = FakeProcess(str(tmp_path)), FakeProcess(str(tmp_path), ignores_term=True)
-    started = time.time()
-    placement.stop_runs([polite, stubborn], grace_secs=0.2)
-    assert time.time() - started < 5
-    assert polite.signals == [signal.SIGTERM] and polite.returncode == -signal.SIGTERM
-    assert stubborn.signals == [signal.SIGTERM, signal.SIGKILL]
 
 
 def test_the_seeds_table_gets_a_node_column_only_for_seeds_run_on_a_cluster():
