@@ -26,7 +26,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from absl import app, flags, logging  # pylint: disable=wrong-import-position
 
 from alf_async import config  # pylint: disable=wrong-import-position
-from alf_async.experiments import placement as placement_lib  # pylint: disable=wrong-import-position
+from alf_async.supervision import backends as backends_lib  # pylint: disable=wrong-import-position
 from alf_async.extras import MissingExtraError  # pylint: disable=wrong-import-position
 from alf_async.tracking import settings as tracker_settings  # pylint: disable=wrong-import-position
 
@@ -61,7 +61,7 @@ flags.DEFINE_string("normalize", None, "report: 'RANDOM,EXPERT': the random and 
 flags.DEFINE_string("out", None, "run: the experiment directory. report: where the report "
                     "goes (default: the first directory given).")
 tracker_settings.define_flags()
-placement_lib.define_flags("seed")
+backends_lib.define_placement_flags("seed")
 FLAGS = flags.FLAGS
 
 USAGE = "usage: python -m alf_async.experiment run|report|docs ... (see --help)"
@@ -87,7 +87,8 @@ def run_command() -> int:
         tracker.check()
         if FLAGS.parallel < 0:
             raise ValueError(f"--parallel must be >= 0, got {FLAGS.parallel}")
-        placement = placement_lib.from_flags("seed", os.path.abspath(FLAGS.out), "experiment")
+        placement = backends_lib.placement_from_flags("seed", os.path.abspath(FLAGS.out),
+                                                      "experiment")
     except ValueError as error:
         _fail(f"{'Missing package' if isinstance(error, MissingExtraError) else 'Bad setting'}: "
               f"{error}")

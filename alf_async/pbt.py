@@ -33,7 +33,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from absl import flags, logging  # pylint: disable=wrong-import-position
 
 from alf_async import config, events  # pylint: disable=wrong-import-position
-from alf_async.experiments import placement as placement_lib  # pylint: disable=wrong-import-position
+from alf_async.supervision import backends as backends_lib  # pylint: disable=wrong-import-position
 from alf_async.tracking import settings as tracker_settings  # pylint: disable=wrong-import-position
 
 flags.DEFINE_multi_string("gin_file", [], "Every member's gin config file(s).")
@@ -55,7 +55,7 @@ flags.DEFINE_integer("seed", 0, "Seeds the draws; member i trains with seed + i.
 flags.DEFINE_integer("parallel", 1, "Members trained at once.")
 flags.DEFINE_integer("tf_threads", 0, "Each member's --tf_threads (0: cores // parallel; "
                      "--backend=ray: the CPUs of --member_resources).")
-placement_lib.define_flags("member")
+backends_lib.define_placement_flags("member")
 tracker_settings.define_flags()
 FLAGS = flags.FLAGS
 
@@ -95,7 +95,7 @@ def _run() -> None:
         tracker.check()
         settings = _settings()
         os.makedirs(settings.root_dir, exist_ok=True)
-        placement = placement_lib.from_flags("member", settings.root_dir, "pbt")
+        placement = backends_lib.placement_from_flags("member", settings.root_dir, "pbt")
     except ValueError as error:
         _fail(f"Bad setting: {error}")
     clients.make_groups_ahead(tracker, [tracker.group or os.path.basename(settings.root_dir)])

@@ -22,7 +22,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from absl import app, flags, logging  # pylint: disable=wrong-import-position
 
 from alf_async import config, extras  # pylint: disable=wrong-import-position
-from alf_async.experiments import placement as placement_lib  # pylint: disable=wrong-import-position
+from alf_async.supervision import backends as backends_lib  # pylint: disable=wrong-import-position
 from alf_async.extras import MissingExtraError  # pylint: disable=wrong-import-position
 from alf_async.tracking import settings as tracker_settings  # pylint: disable=wrong-import-position
 
@@ -64,7 +64,7 @@ flags.DEFINE_bool("summary", True, "Print the study's counts and its best trial 
 flags.DEFINE_string("out", None, "Directory of the trials' runs (default: next to a SQLite "
                     "storage file).")
 tracker_settings.define_flags()
-placement_lib.define_flags("worker")
+backends_lib.define_placement_flags("worker")
 FLAGS = flags.FLAGS
 
 
@@ -124,7 +124,7 @@ def _run_workers(study, settings, argv) -> int:
     """`--workers` trial workers where `--backend` puts them; the study made first, its
     best trial printed at the end."""
     from alf_async.experiments import workers  # pylint: disable=import-outside-toplevel
-    placement = placement_lib.from_flags("worker", settings.out_dir, "tune")
+    placement = backends_lib.placement_from_flags("worker", settings.out_dir, "tune")
     try:
         workers.check_storage(settings.storage, FLAGS.workers, placement.nodes)
         study.open_study(settings)

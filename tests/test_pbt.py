@@ -91,7 +91,7 @@ def test_members_on_a_cluster_one_node_lost_mid_interval_resume_and_pass_their_c
     every check of what it trains with still holds."""
     import time  # pylint: disable=import-outside-toplevel
     pytest.importorskip("ray")
-    from alf_async.experiments import placement  # pylint: disable=import-outside-toplevel
+    from alf_async.runs import layout  # pylint: disable=import-outside-toplevel
     from alf_async.chaos.ray_cluster import SimulatedCluster  # pylint: disable=import-outside-toplevel
     previous = os.environ.get("RAY_TMPDIR")
     cluster = SimulatedCluster(actors=2, actor_nodes=2)
@@ -110,7 +110,7 @@ def test_members_on_a_cluster_one_node_lost_mid_interval_resume_and_pass_their_c
         dirs = [root / f"member_{i}" for i in (0, 1)]
         deadline = time.time() + 240
         while True:
-            victims = [d for d in dirs if placement.nodes_of(str(d)) == [lost_ip]]
+            victims = [d for d in dirs if layout.nodes_of(str(d)) == [lost_ip]]
             if victims and (victims[0] / "checkpoints").is_dir() and any(
                     n.endswith(".index") for n in os.listdir(victims[0] / "checkpoints")):
                 break
@@ -133,7 +133,7 @@ def test_members_on_a_cluster_one_node_lost_mid_interval_resume_and_pass_their_c
     assert output.count(f"member {victim}'s node {lost_ip} was lost") == 1, output[-4000:]
     assert "(retry 1 of 3)" in output
     assert len(lineage.read(str(root))) == 4
-    nodes = placement.nodes_of(str(victims[0]))
+    nodes = layout.nodes_of(str(victims[0]))
     assert len(nodes) == 3 and nodes[1] != lost_ip  # generation 1 twice, then generation 2
     starts = [e for e in events.read_events(str(victims[0])) if e["event"] == "trains_with"]
     assert len(starts) == 3 and starts[1]["env_steps"] > 0  # resumed its own checkpoint

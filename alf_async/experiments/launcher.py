@@ -21,7 +21,7 @@ from typing import Callable, Dict, List, Optional
 from alf_async import events
 from alf_async.experiments.cells import Cell
 from alf_async.experiments.ledgers import LEDGER_FILE
-from alf_async.experiments.placement import LOG_FILE, LocalPlacement
+from alf_async.supervision.placement import LocalPlacement
 from alf_async.runs import layout
 from alf_async.runs.queue import Job, RunQueue
 from alf_async.tracking.settings import TrackerSettings
@@ -113,7 +113,7 @@ def error_line(root_dir: str) -> str:
     if failed:
         return failed[-1]
     try:
-        with open(os.path.join(root_dir, LOG_FILE), errors="replace") as f:
+        with open(os.path.join(root_dir, layout.LOG_FILE), errors="replace") as f:
             lines = [line.rstrip() for line in f if line.strip()]
     except OSError:
         return "no log"

@@ -14,7 +14,7 @@ import re
 from typing import Callable, Dict, List, Optional, Tuple
 
 from alf_async import extras
-from alf_async.experiments import ledgers, placement, provenance, stats
+from alf_async.experiments import ledgers, provenance, stats
 from alf_async.experiments.cells import Cell, load_cell
 from alf_async.experiments.curves import downsample, load_curve, save_figure, score_axis
 from alf_async.runs import layout
@@ -58,7 +58,7 @@ def summarize_cell(cell_dir: str, cell: Cell, target: Optional[float]) -> Dict:
             continue  # no episode finished yet
         _check_operative(run_dir, cell)
         match = re.fullmatch(r"seed_(\d+)", os.path.basename(run_dir))
-        ledger, nodes = ledgers.read_ledger(run_dir), placement.nodes_of(run_dir)
+        ledger, nodes = ledgers.read_ledger(run_dir), layout.nodes_of(run_dir)
         seeds.append(dict(seed=int(match.group(1)) if match else None,
                           run_dir=os.path.relpath(run_dir, os.path.dirname(cell_dir)),
                           finished=os.path.exists(os.path.join(run_dir, layout.RESULT_FILE)),

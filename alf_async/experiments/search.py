@@ -23,7 +23,7 @@ import yaml
 
 from alf_async.experiments import cells, launcher
 from alf_async.experiments.curves import Curve, load_curve
-from alf_async.experiments.placement import LocalPlacement
+from alf_async.supervision.placement import LocalPlacement
 from alf_async.runs import layout
 from alf_async.runs.queue import stop_runs
 from alf_async.tracking.settings import TrackerSettings

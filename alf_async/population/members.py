@@ -18,7 +18,7 @@ from absl import logging
 
 from alf_async import events
 from alf_async.experiments.launcher import train_command
-from alf_async.experiments.placement import LocalPlacement
+from alf_async.supervision.placement import LocalPlacement
 from alf_async.population.mutations import Mutation, bindings
 from alf_async.runs import layout
 from alf_async.runs.queue import Job, RunQueue

@@ -26,6 +26,8 @@ POLICY_DIR = "policy"  # the exported SavedModel, in a run's root_dir
 RESULT_FILE = "result.json"  # a complete run's final metrics (`training.run._result`)
 CHECKPOINT_DIR = "checkpoints"  # the chief's `tf.train.CheckpointManager` folder
 _CHECKPOINT = re.compile(r"ckpt-(\d+)\.index")  # a checkpoint's index, numbered by iteration
+LOG_FILE = "train.log"  # a placed run's command output (`supervision.placement`)
+NODE_FILE = "node.json"  # {"nodes": [address, ...]} a placed run ran on (Ray)
 SETTINGS_FILE = "run_settings.json"  # the run's settings records (`training.settings`)
 # the score's curves in train/ (`training.scores`): an online run's, every iteration against
 # env steps; an offline run's, at each greedy evaluation against learner iterations
@@ -137,3 +139,18 @@ def read_result(root_dir: str) -> Optional[dict]:
             return json.load(f)
     except FileNotFoundError:
         return None
+
+
+def nodes_of(root_dir: str) -> List[str]:
+    """The nodes a run ran on, in order (`NODE_FILE`; [] for a run of this host)."""
+    try:
+        with open(os.path.join(root_dir, NODE_FILE)) as f:
+            return list(json.load(f)["nodes"])
+    except (OSError, ValueError, KeyError):
+        return []
+
+
+def note_node(root_dir: str, address: str) -> None:
+    """Adds `address` to the run's `NODE_FILE`."""
+    write_text(os.path.join(root_dir, NODE_FILE),
+               json.dumps(dict(nodes=nodes_of(root_dir) + [address])))

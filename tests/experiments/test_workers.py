@@ -81,8 +81,8 @@ def test_a_local_tune_worker_that_dies_is_started_again_within_worker_retries():
     """docs/experiments.md's promise held for --backend=local too (it was Ray's only)."""
     import subprocess  # pylint: disable=import-outside-toplevel
     code = ("import sys; from absl import flags; from alf_async import tune; "
-            "from alf_async.experiments import placement; flags.FLAGS(sys.argv); "
-            "print(placement.from_flags('worker', '/tmp', 'tune').retries)")
+            "from alf_async.supervision import backends; flags.FLAGS(sys.argv); "
+            "print(backends.placement_from_flags('worker', '/tmp', 'tune').retries)")
     result = subprocess.run([sys.executable, "-c", code, "--backend=local", "--worker_retries=2"],
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr[-2000:]

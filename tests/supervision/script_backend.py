@@ -12,6 +12,7 @@ import sys
 
 from alf_async.supervision import backends
 from alf_async.supervision.local import LocalProcess, popen_in_session
+from alf_async.supervision.placement import LocalPlacement
 
 FAKE_CHILD = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                           "fake_child.py")
@@ -56,4 +57,6 @@ class ScriptBackend:
 
 def register(ledger: str) -> None:
     """`--backend=script` from here on, in this process."""
-    backends.BACKENDS["script"] = lambda settings: ScriptBackend(ledger)
+    backends.BACKENDS["script"] = backends.BackendKind(
+        launch=lambda settings: ScriptBackend(ledger),
+        placement=lambda settings: LocalPlacement(settings.retries))

@@ -17,10 +17,34 @@ ROOT = os.path.dirname(TESTS)
 def test_an_unknown_or_incomplete_backend_is_refused_naming_it(monkeypatch):
     with pytest.raises(ValueError, match=r"--backend must be one of local, ray, got 'k8s'"):
         backends.make_backend("k8s", backends.LaunchSettings())
-    monkeypatch.setitem(backends.BACKENDS, "half", lambda settings: object())
+    monkeypatch.setitem(backends.BACKENDS, "half", backends.BackendKind(
+        launch=lambda settings: object(), placement=lambda settings: object()))
     with pytest.raises(TypeError, match=r"backend 'half' lacks name, start, tend, "
                                         r"drop_spares, close, place_learner"):
         backends.make_backend("half", backends.LaunchSettings())
+    with pytest.raises(TypeError, match=r"backend 'half' lacks name, nodes, retries, "
+                                        r"capacity, tf_threads, start, forget, close of "
+                                        r"placement.Placement"):
+        backends.make_placement("half", backends.PlacementSettings())
+    with pytest.raises(ValueError, match=r"--backend must be one of half, local, ray, got 'k8s'"):
+        backends.make_placement("k8s", backends.PlacementSettings())
+
+
+def test_the_many_runs_commands_choose_their_placement_from_the_launchs_registry():
+    """One backend list: `experiment`, `tune` and `pbt` offer what the launch offers."""
+    code = ("import sys; from absl import flags; from alf_async.supervision import backends; "
+            "backends.BACKENDS['third'] = backends.BACKENDS['local']; "
+            "backends.define_placement_flags('seed'); flags.FLAGS(sys.argv); "
+            "made = backends.placement_from_flags('seed', '/tmp', 'experiment'); "
+            "print(type(made).__name__, made.retries, made.capacity(0))")
+    result = subprocess.run([sys.executable, "-c", code, "--backend=third", "--seed_retries=4"],
+                            capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.split() == ["LocalPlacement", "4", "1"]
+    refused = subprocess.run([sys.executable, "-c", code, "--backend=k8s"],
+                             capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert refused.returncode != 0
+    assert "value should be one of <local|ray|third>" in refused.stderr
 
 
 def test_the_local_backend_places_learner_workers_on_loopback_at_distinct_ports():

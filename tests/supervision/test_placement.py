@@ -15,7 +15,9 @@ import types
 
 import pytest
 
-from alf_async.experiments import cells, launcher, placement, report
+from alf_async.experiments import cells, launcher, report
+from alf_async.runs import layout
+from alf_async.supervision import placement
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TINY = ["create_environment.num_parallel_environments=16",
@@ -122,10 +124,10 @@ def test_the_seeds_table_gets_a_node_column_only_for_seeds_run_on_a_cluster():
 
 
 def test_a_runs_nodes_are_appended_in_order(tmp_path):
-    assert placement.nodes_of(str(tmp_path)) == []
-    placement._note_node(str(tmp_path), "127.0.0.3")  # pylint: disable=protected-access
-    placement._note_node(str(tmp_path), "127.0.0.5")  # pylint: disable=protected-access
-    assert placement.nodes_of(str(tmp_path)) == ["127.0.0.3", "127.0.0.5"]
+    assert layout.nodes_of(str(tmp_path)) == []
+    layout.note_node(str(tmp_path), "127.0.0.3")
+    layout.note_node(str(tmp_path), "127.0.0.5")
+    assert layout.nodes_of(str(tmp_path)) == ["127.0.0.3", "127.0.0.5"]
 
 
 class FakeRay:
@@ -209,11 +211,11 @@ def test_four_seeds_over_two_nodes_one_lost_mid_run_each_finish_once(tmp_path, c
     out, iterations = tmp_path / "exp", 60
     seed_dirs = {s: out / "ppo_async" / f"seed_{s}" for s in range(1, 5)}
     lost_ip = cluster.actor_nodes[0].node_ip_address
-    on_lost = lambda: [s for s, d in seed_dirs.items() if placement.nodes_of(str(d))[:1] == [lost_ip]]
+    on_lost = lambda: [s for s, d in seed_dirs.items() if layout.nodes_of(str(d))[:1] == [lost_ip]]
     proc = subprocess.Popen(_experiment(out, cluster, iterations), cwd=ROOT, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
-        _wait(lambda: all(placement.nodes_of(str(d)) for d in seed_dirs.values()), proc, 120,
+        _wait(lambda: all(layout.nodes_of(str(d)) for d in seed_dirs.values()), proc, 120,
               "4 seeds placed")
         victims = on_lost()
         assert len(victims) == 2  # SPREAD: 2 seeds on each worker node
@@ -238,7 +240,7 @@ def test_four_seeds_over_two_nodes_one_lost_mid_run_each_finish_once(tmp_path, c
         result = json.loads((run_dir / "result.json").read_text())
         assert result["iteration"] == iterations  # no iteration counted twice
         assert result["env_steps"] == iterations * 2 * 16 * 16
-        nodes = placement.nodes_of(str(run_dir))
+        nodes = layout.nodes_of(str(run_dir))
         if seed in victims:
             assert "Resumed from" in log and len(nodes) == 2 and nodes[1] != lost_ip
         else:
@@ -251,7 +253,7 @@ def test_four_seeds_over_two_nodes_one_lost_mid_run_each_finish_once(tmp_path, c
         curve = load_curve(str(seed_dirs[entry["seed"]]))  # the seed's own events
         assert entry["env_steps"] == int(curve["env_steps"][-1])
         assert entry["final"] == pytest.approx(float(curve["value"][-1]))
-        assert entry["nodes"] == placement.nodes_of(str(seed_dirs[entry["seed"]]))
+        assert entry["nodes"] == layout.nodes_of(str(seed_dirs[entry["seed"]]))
     assert "| node |" in report.markdown(summary)
 
 

@@ -17,55 +17,53 @@ worker, a population member) as an ordinary command through a placement:
   before Ray marks its node dead; no run starts until it has (`LostNodes`),
   so none is placed on the node just lost.
 
-Both hand back `backend.Process`es (`poll`, `signal`, `wait`, `lost`).
+Both are a `Placement`, and hand back `backend.Process`es (`poll`, `signal`,
+`wait`, `lost`). They are chosen by the launch's name for the same place
+(`backends.BACKENDS`: `make_placement`), so that the launch, chaos,
+`experiment`, `tune` and `pbt` share one backend list.
 
 Thread-safety: used from one thread.
 """
 
 import ctypes
-import json
 import os
 import signal
 import subprocess
 import time
-from typing import Callable, Dict, List, Optional, Set
+from typing import Callable, Dict, List, Optional, Protocol, Set
 
-from absl import flags
-
-from alf_async.supervision.backends import parse_resources
+from alf_async.runs import layout
 from alf_async.supervision.local import LocalProcess
 
-NODE_FILE = "node.json"  # in a run's folder: {"nodes": [address, ...]} it ran on (Ray)
-LOG_FILE = "train.log"  # in a run's folder: its command's output
 
 
-def define_flags(unit: str) -> None:
-    """Registers `--backend`, `--address`, `--<unit>_resources` and `--<unit>_retries`
-    as flags of the calling command (`unit`: what one placed run is, e.g. "seed")."""
-    flags.DEFINE_enum("backend", "local", ["local", "ray"], f"Where each {unit} runs: a "
-                      f"subprocess of this host, or a node of a Ray cluster (pip install "
-                      f"'.[ray]'; its output folder must be storage every node shares).")
-    flags.DEFINE_string("address", None, "--backend=ray: the Ray cluster's head (HOST:PORT "
-                        "or auto); unset: a Ray of its own on this host, on loopback.")
-    flags.DEFINE_string(f"{unit}_resources", '{"CPU": 1}', f"--backend=ray: what each {unit} "
-                        f"asks of its node (JSON of Ray resources); as many run at once as "
-                        f"the cluster holds.")
-    flags.DEFINE_integer(f"{unit}_retries", 3, f"Times a {unit} whose node was lost (Ray) is "
-                         f"started again on another node (it resumes from its checkpoint); a "
-                         f"tune worker that dies is started again as often, here too.")
+class Placement(Protocol):
+    """Where the runs of a many-runs command go (`LocalPlacement`, `RayPlacement`).
 
+    Attributes:
+        name: its name in `backends.BACKENDS`.
+        nodes: the nodes a run may land on.
+        retries: times a lost run (a tune worker: a dead one too) starts again.
+    """
+    name: str
+    nodes: int
+    retries: int
 
-def from_flags(unit: str, out_dir: str, command: str):
-    """The placement the flags ask for (`command` names the caller in its log lines).
-    Raises ValueError (one line) on a bad setting."""
-    values = flags.FLAGS
-    if values.backend == "local":
-        if values.address:
-            raise ValueError("--address needs --backend=ray")
-        return LocalPlacement(values[f"{unit}_retries"].value)
-    return RayPlacement(values.address, parse_resources(f"--{unit}_resources",
-                                                        values[f"{unit}_resources"].value),
-                        out_dir, values[f"{unit}_retries"].value, unit, command)
+    def capacity(self, parallel: int) -> int:
+        """How many runs go at once, given `--parallel` (0: as many as there is room)."""
+
+    def tf_threads(self, parallel: int) -> int:
+        """Each run's `--tf_threads` when `parallel` run at once."""
+
+    def start(self, name: str, command: List[str], root_dir: str, relay: bool = False):
+        """Starts `command`, its output to `root_dir/train.log` (`relay`: this console);
+        returns its `backend.Process`."""
+
+    def forget(self, process) -> None:
+        """Lets go of an ended run's process (and what holds it)."""
+
+    def close(self) -> None:
+        """Ends every run still going and what was started for them."""
 
 
 def start_training(command: List[str], root_dir: str) -> subprocess.Popen:
@@ -75,7 +73,7 @@ def start_training(command: List[str], root_dir: str) -> subprocess.Popen:
     stops the run with one SIGTERM (a second SIGINT would end it unsaved).
     """
     os.makedirs(root_dir, exist_ok=True)
-    with open(os.path.join(root_dir, LOG_FILE), "ab") as log:
+    with open(os.path.join(root_dir, layout.LOG_FILE), "ab") as log:
         return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True,
                                 preexec_fn=_die_with_parent)
@@ -87,15 +85,6 @@ def _die_with_parent() -> None:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
     except OSError:
         pass
-
-
-def nodes_of(root_dir: str) -> List[str]:
-    """The nodes a run ran on, in order (`NODE_FILE`; [] for a run of this host)."""
-    try:
-        with open(os.path.join(root_dir, NODE_FILE)) as f:
-            return list(json.load(f)["nodes"])
-    except (OSError, ValueError, KeyError):
-        return []
 
 
 class LocalPlacement:
@@ -233,10 +222,10 @@ class RayPlacement:
         self._lost.settle()
         options = self._session.host_options(self._resources, max_restarts=0)
         host = self._host_class.options(**options, scheduling_strategy="SPREAD").remote()
-        log_path = None if relay else os.path.join(root_dir, LOG_FILE)
+        log_path = None if relay else os.path.join(root_dir, layout.LOG_FILE)
         started = host.start.remote(command, log_path, os.getcwd(), None, 0)
         process = RayProcess(self._ray, name, host, started, relay=relay, who=self._command,
-                             on_node=lambda _, address: _note_node(root_dir, address),
+                             on_node=lambda _, address: layout.note_node(root_dir, address),
                              on_lost=lambda *_: None)
         self._hosts[id(process)] = host
         return process
@@ -254,10 +243,3 @@ class RayPlacement:
         self._session.kill(self._hosts.values())
         self._hosts = {}
         self._session.close()
-
-
-def _note_node(root_dir: str, address: str) -> None:
-    """Adds `address` to the run's `NODE_FILE`."""
-    from alf_async.runs import layout  # pylint: disable=import-outside-toplevel
-    layout.write_text(os.path.join(root_dir, NODE_FILE),
-                     json.dumps(dict(nodes=nodes_of(root_dir) + [address])))
