@@ -194,14 +194,59 @@ def parse_config(gin_files: Sequence[str], bindings: Sequence[str]) -> None:
     with quiet.held_back("gin/resource_reader.py", below=std_logging.CRITICAL):
         gin.parse_config_files_and_bindings(list(gin_files), list(bindings))
     _PARSED[:] = list(gin_files)
+    _PARSED_BINDINGS[:] = list(bindings)
 
 
 _PARSED: List[str] = []  # the gin files `parse_config` parsed last (a run's provenance)
+_PARSED_BINDINGS: List[str] = []  # and the bindings given after them (`--gin_param`)
 
 
 def parsed_gin_files() -> List[str]:
     """The gin files this process's `parse_config` parsed last, in order."""
     return list(_PARSED)
+
+
+def parsed_bindings() -> List[str]:
+    """The bindings this process's `parse_config` parsed last, after its files."""
+    return list(_PARSED_BINDINGS)
+
+
+def applied_values(bindings: Sequence[str]) -> Dict[str, float]:
+    """`{binding's key: the number gin really passed}` for each of `bindings` (`KEY =
+    VALUE` or a bare key; a macro's too), read from gin's operative config: a key whose
+    configurable was never called, or whose caller passed that parameter itself, is
+    absent, as is a value that is not a number."""
+    wanted = {}
+    for binding in bindings:
+        key = binding.split("=", 1)[0].strip()
+        try:
+            wanted[_binding_key(key)] = key
+        except ValueError:
+            continue  # not a binding of a registered configurable
+    found = {}
+    statements = config_parser.ConfigParser(gin.operative_config_str(),
+                                            gin.config.ParserDelegate(skip_unknown=True))
+    for statement in statements:
+        if not isinstance(statement, config_parser.BindingStatement):
+            continue
+        scope = f"{statement.scope}/" if statement.scope else ""
+        name = f"{scope}{statement.selector}"  # a macro's (`W = 64`), arg_name empty
+        key = wanted.get(_binding_key(f"{name}.{statement.arg_name}" if statement.arg_name
+                                      else name))
+        number = isinstance(statement.value, (int, float)) and not isinstance(statement.value,
+                                                                               bool)
+        if key and number:
+            found[key] = statement.value
+    return found
+
+
+def _binding_key(key: str) -> Tuple[Tuple[str, str], str]:
+    """`((scope, complete selector), parameter)` of a binding's key, `(("", name), "")`
+    of a macro's (ValueError: neither)."""
+    if "." not in key:
+        return ("", key), ""
+    parsed = gin.config.ParsedBindingKey.parse(key)
+    return parsed.config_key, parsed.arg_name
 
 
 def check_writable(root_dir: str) -> str:

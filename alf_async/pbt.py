@@ -16,8 +16,10 @@ the weights it restored, read from the live run; any difference from what was
 asked stops the population with one line and exit status 1. `--noexploit`
 runs the same population as a random search. `report` writes
 `ROOT/pbt/report.md` and `curves.png`; `replay` re-runs one member's schedule of
-settings (its ancestry's) from scratch as a single run in `ROOT/replay_<i>`, with
-the population's gin files and bindings (`ROOT/pbt/settings.json`).
+settings (its ancestry's) from scratch as one run in `ROOT/replay_<i>`, one
+interval at a time as the population trained (each start resumes the last,
+with that generation's settings), with the population's gin files and
+bindings (`ROOT/pbt/settings.json`).
 `--tracker=mlflow` (or wandb) also reports each member as one run over all its
 intervals, in the population's group (docs/tracking.md). Ctrl-C stops every
 member (each checkpoints) and exits 130; the same command resumes. Bad input:
@@ -39,8 +41,10 @@ from alf_async.tracking import settings as tracker_settings  # pylint: disable=w
 flags.DEFINE_multi_string("gin_file", [], "Every member's gin config file(s).")
 flags.DEFINE_multi_string("gin_param", [], "Every member's gin bindings.")
 flags.DEFINE_string("root_dir", None, "The population's folder.")
-flags.DEFINE_multi_string("mutate", [], "BINDING:SPEC, a setting a run can change at a "
-                          "resume and its range: uniform(LOW,HIGH) or log_uniform(LOW,HIGH).")
+flags.DEFINE_multi_string("mutate", [], "BINDING:SPEC, a gin binding of a number (or a "
+                          "macro) whose change keeps every shape, and its range: "
+                          "uniform(LOW,HIGH) or log_uniform(LOW,HIGH); integer bounds keep "
+                          "it an integer.")
 flags.DEFINE_integer("population", 4, "P, members.")
 flags.DEFINE_integer("interval_env_steps", 50_000, "K, env steps between ready points.")
 flags.DEFINE_integer("generations", 5, "G, intervals (each member trains G * K env steps).")
@@ -87,13 +91,14 @@ def _settings():
 
 def _run() -> None:
     # pylint: disable=import-outside-toplevel
-    from alf_async.population import controller
+    from alf_async.population import controller, shapes
     from alf_async.training.signals import SignalStop
     from alf_async.tracking import clients
     try:
         tracker = tracker_settings.from_flags()
         tracker.check()
         settings = _settings()
+        shapes.check(settings.gin_files, settings.gin_params, settings.mutations)
         os.makedirs(settings.root_dir, exist_ok=True)
         placement = backends_lib.placement_from_flags("member", settings.root_dir, "pbt")
     except ValueError as error:
@@ -128,28 +133,38 @@ def _report(root: str) -> None:
 
 
 def _replay(root: str, member: str) -> None:
+    """Trains member `member`'s lineage again from scratch into `ROOT/replay_<member>`, one
+    interval at a time as the population did: each a start that resumes the last, with
+    that generation's settings as gin bindings (any mutated binding takes effect so)."""
     # pylint: disable=import-outside-toplevel
     import subprocess
-    from alf_async.experiments.launcher import train_command
     from alf_async.population import controller, lineage
+    from alf_async.population.mutations import bindings
     root = os.path.abspath(root)
     try:
         settings = controller.saved_settings(root)
         chain = lineage.ancestry(lineage.read(root), int(member))
     except ValueError as error:
         _fail(str(error))
-    schedule = lineage.schedules(chain, settings.interval_env_steps)
-    bindings = [f"{m.binding}={schedule[m.setting]!r}" for m in settings.mutations]
-    command = train_command(
-        os.path.join(root, f"replay_{member}"), settings.gin_files,
-        [*settings.gin_params, f"train.seed={settings.seed}",
-         f"train.num_env_steps={len(chain) * settings.interval_env_steps}",
-         "train.stop_at_return=None", *bindings], FLAGS.tf_threads)
-    command += tracker_settings.from_flags().flags()  # a run of its own, `<root>/replay_<i>`
+    replay_dir = os.path.join(root, f"replay_{member}")
     logging.info("pbt replay: member %s's schedule over %d generations (%s), from scratch "
-                 "into %s", member, len(chain), lineage.schedule_text(chain),
-                 os.path.join(root, f"replay_{member}"))
-    sys.exit(subprocess.call(command))
+                 "into %s", member, len(chain), lineage.schedule_text(chain), replay_dir)
+    tracked = tracker_settings.from_flags().flags()  # a run of its own, `<root>/replay_<i>`
+    for generation, record in enumerate(chain, start=1):
+        code = subprocess.call(_interval_command(
+            settings, replay_dir, generation * settings.interval_env_steps,
+            bindings(settings.mutations, record["settings"])) + tracked)
+        if code:
+            sys.exit(code)
+    sys.exit(0)
+
+
+def _interval_command(settings, root_dir: str, env_steps: int, mutated) -> list:
+    """The `train` command of one replayed interval, ending at `env_steps`."""
+    from alf_async.experiments.launcher import train_command  # pylint: disable=import-outside-toplevel
+    return train_command(root_dir, settings.gin_files, [
+        *settings.gin_params, f"train.seed={settings.seed}", f"train.num_env_steps={env_steps}",
+        "train.stop_at_return=None", *mutated], FLAGS.tf_threads)
 
 
 def main(argv) -> None:

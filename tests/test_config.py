@@ -72,3 +72,23 @@ def test_every_shipped_config_parses_against_what_the_learner_registers():
     assert result.returncode == 0, result.stderr[-2000:]
     algorithms = result.stdout.split()
     assert len(algorithms) == len(names) >= 20 and all(a.endswith("Algorithm") for a in algorithms)
+
+
+@gin.configurable
+def _made_with(epochs=4, rate=0.5, name="x", size=8, width=1):
+    return epochs, rate, name, size, width
+
+
+def test_applied_values_are_the_numbers_gin_really_passed_macros_too():
+    gin.clear_config()
+    try:
+        config.parse_config([], ["_made_with.epochs = 6", "_made_with.rate = 0.25",
+                                 "_made_with.name = 'y'", "W = 3", "_made_with.size = 16",
+                                 "_made_with.width = %W"])
+        assert config.parsed_bindings()[0] == "_made_with.epochs = 6"
+        assert config.applied_values(["_made_with.epochs=6"]) == {}  # not called yet
+        _made_with(size=32)  # the caller's own size: gin did not pass its binding
+        applied = config.applied_values(config.parsed_bindings() + ["no_such.setting=1"])
+        assert applied == {"_made_with.epochs": 6, "_made_with.rate": 0.25, "W": 3}  # used
+    finally:
+        gin.clear_config()

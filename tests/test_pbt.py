@@ -20,9 +20,18 @@ def _pbt(*args, timeout=60):
                           capture_output=True, text=True, timeout=timeout)
 
 
+WIDE = ["--gin_param=WIDTH=64", "--gin_param=PPOAlgorithm.actor_fc_layers=(%WIDTH, %WIDTH)"]
+
+
 @pytest.mark.parametrize("args, line", [
-    (["--mutate=PPOAlgorithm.gae_lambda:uniform(0.9,1)"],
-     "'PPOAlgorithm.gae_lambda' is not a setting a run can change at a resume"),
+    ([*WIDE, LR, "--mutate=WIDTH:uniform(32,128)"],  # a network's size
+     "--mutate=WIDTH: it changes the shape of the algorithm's variable "
+     "ActorDistributionNetwork/EncodingNetwork/dense/kernel:0 from [4, 32] at LOW to [4, 128]"),
+    (["--mutate=AsyncOffPolicyDriver.unroll_length:uniform(8,32)"],  # T
+     "--mutate=AsyncOffPolicyDriver.unroll_length: it changes the learn batch [Q, T, E x B] "
+     "from [2, 8, 64] at LOW to [2, 32, 64] at HIGH"),
+    (["--mutate=alf_async.Lerner.num_epochs:uniform(2,8)"],
+     "the population's config does not build: "),
     ([LR, "--population=1"], "--population must be >= 2, got 1"),
     ([LR, "--quantile=0.8"], "--quantile must be in (0, 0.5], got 0.8"),
     ([LR, "--population=2"], "--population=2 --quantile=0.25: no member is in the bottom "
@@ -33,7 +42,7 @@ def _pbt(*args, timeout=60):
     ([LR, "--tracker=tensorboard"], "--tracker must be one of none, mlflow, wandb")])
 def test_bad_input_is_one_line_and_exit_2_before_anything_starts(tmp_path, args, line):
     result = _pbt("--gin_file=gin_configs/ppo_async.gin", f"--root_dir={tmp_path / 'p'}",
-                  *args)
+                  *args, timeout=180)
     assert result.returncode == 2, result.stderr[-2000:]
     errors = [l for l in result.stderr.splitlines() if l.startswith("E")]
     assert len(errors) == 1 and line in errors[0]
@@ -51,7 +60,9 @@ def test_a_small_population_exploits_and_every_member_trains_with_what_it_was_gi
     result = _pbt("--gin_file=gin_configs/ppo_async.gin", f"--root_dir={root}",
                   "--population=2", "--interval_env_steps=4096", "--generations=2",
                   "--quantile=0.5", "--seed=3", LR,
-                  "--mutate=PPOAlgorithm.clip_ratio:uniform(0.1,0.3)", timeout=400)
+                  "--mutate=PPOAlgorithm.clip_ratio:uniform(0.1,0.3)",
+                  "--mutate=alf_async.Learner.num_epochs:uniform(2,6)",  # none in a variable
+                  "--mutate=PPOAlgorithm.gae_lambda:uniform(0.9,1)", timeout=400)
     assert result.returncode == 0, result.stderr[-3000:]
     records = lineage.read(str(root))
     assert sorted((r["member"], r["generation"]) for r in records) == [
@@ -63,8 +74,10 @@ def test_a_small_population_exploits_and_every_member_trains_with_what_it_was_gi
     reports = [e for e in member_events if e["event"] == "trains_with"]
     assert len(reports) == 2
     assert reports[1]["weights"] == parent["weights"]  # it restored the parent's checkpoint
-    assert reports[1]["settings"]["learning_rate"] == pytest.approx(
-        copied["settings"]["learning_rate"], rel=1e-6)
+    for setting in ("learning_rate", "alf_async.Learner.num_epochs", "PPOAlgorithm.gae_lambda"):
+        assert reports[1]["settings"][setting] == pytest.approx(
+            copied["settings"][setting], rel=1e-6), setting
+    assert isinstance(copied["settings"]["alf_async.Learner.num_epochs"], int)
     assert copied["settings"] != parent["settings"]  # explored
     for member in (0, 1):
         with open(root / f"member_{member}" / "result.json") as f:

@@ -13,7 +13,7 @@ return at the ready point.
 
 import json
 import os
-from typing import Dict, List, Optional
+from typing import List, Optional
 
 from alf_async import events, extras
 from alf_async.experiments.curves import load_curve, save_figure
@@ -59,17 +59,6 @@ def ancestry(records: List[dict], member: int) -> List[dict]:
         chain.append(record)
         at, generation = record["parent"], generation - 1
     return chain[::-1]
-
-
-def schedules(chain: List[dict], interval_env_steps: int) -> Dict[str, list]:
-    """`{setting: [(env_steps, value), ...]}`: piecewise-constant schedules of the
-    chain's settings (the learner's schedule form), one step per generation."""
-    points: Dict[str, list] = {}
-    for k, record in enumerate(chain):
-        start, end = k * interval_env_steps, (k + 1) * interval_env_steps - 1
-        for setting, value in record["settings"].items():
-            points.setdefault(setting, []).extend([(start, value), (end, value)])
-    return points
 
 
 def table(records: List[dict]) -> str:

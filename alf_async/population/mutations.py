@@ -1,12 +1,20 @@
 """The settings population-based training may change, and how they change.
 
-`--mutate=BINDING:SPEC` names a gin binding of a setting that a built run holds
-in a variable and takes again at a resume (`Learner.mutable_settings`: the
-learning rate, the entropy coefficient, the discount, PPO's clip ratio) and
-its range: `uniform(LOW,HIGH)` or `log_uniform(LOW,HIGH)`. A member starts
-at a value drawn from the range; explore multiplies it by one of the perturb
+`--mutate=BINDING:SPEC` names any gin binding of a number, or a macro (a member
+restarts its process every interval, so the rebuild takes the new value), and its range:
+`uniform(LOW,HIGH)` or `log_uniform(LOW,HIGH)`; integer bounds keep it an
+integer (`alf_async.Learner.num_epochs:uniform(2,8)`). A binding whose change
+would change a shape the members' checkpoints hold (a network's size, B, T) is
+refused before anything starts (`population.shapes`). A member starts at a
+value drawn from the range; explore multiplies it by one of the perturb
 factors (x0.8 / x1.2), or with probability p draws it afresh, and keeps it
 within the range.
+
+What a member's run reports it trains with (`trains_with`) names a setting
+the learner holds in a variable by its short name, read from that variable
+(`Learner.mutable_settings`: the learning rate, the entropy coefficient, the
+discount, PPO's clip ratio); any other by its binding, read from the value gin
+really passed (`config.applied_values`).
 """
 
 import dataclasses
@@ -15,8 +23,9 @@ import random
 import re
 from typing import Dict, List, Sequence
 
-# The last part of a binding -> the name the run reports it under (`trains_with`).
-MUTABLE = ("learning_rate", "entropy_coeff", "clip_ratio", "discount")
+# Settings a built run holds in a variable (`Learner.mutable_settings`): reported under
+# the binding's last part, read from the live variable.
+IN_VARIABLES = ("learning_rate", "entropy_coeff", "clip_ratio", "discount")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -25,45 +34,56 @@ class Mutation:
 
     Attributes:
         binding: the gin binding (`alf_async.Learner.learning_rate`).
-        setting: its name in the run's `trains_with` report (`learning_rate`).
+        setting: its name in the run's `trains_with` report (`learning_rate` for
+            one in `IN_VARIABLES`, else the binding).
         low, high: the range (inclusive).
         log: drawn uniformly in log space.
+        integer: its values are integers (both bounds were).
     """
     binding: str
     setting: str
     low: float
     high: float
     log: bool = False
+    integer: bool = False
 
     def sample(self, rng: random.Random) -> float:
         if self.log:
-            return math.exp(rng.uniform(math.log(self.low), math.log(self.high)))
-        return rng.uniform(self.low, self.high)
+            return self._kept(math.exp(rng.uniform(math.log(self.low), math.log(self.high))))
+        return rng.randint(int(self.low), int(self.high)) if self.integer else \
+            rng.uniform(self.low, self.high)
 
     def explore(self, value: float, rng: random.Random, factors: Sequence[float],
                 resample_probability: float) -> float:
         """`value` perturbed by one of `factors`, or drawn afresh; within the range."""
         if rng.random() < resample_probability:
             return self.sample(rng)
-        return min(max(value * rng.choice(list(factors)), self.low), self.high)
+        return self._kept(value * rng.choice(list(factors)))
+
+    def _kept(self, value: float) -> float:
+        """`value` within the range (and rounded, for an integer setting)."""
+        value = min(max(value, self.low), self.high)
+        return int(round(value)) if self.integer else value
 
 
 _SPEC = re.compile(r"(uniform|log_uniform)\(\s*([^,\s]+)\s*,\s*([^)\s]+)\s*\)")
+_BINDING = re.compile(r"([\w.]+/)*[A-Za-z_][\w.]*")  # [scope/]selector.param, or a macro
+_INTEGER = re.compile(r"[+-]?\d+")
 
 
 def parse_mutation(text: str) -> Mutation:
     """A `Mutation` of `BINDING:SPEC`.
 
     Raises:
-        ValueError: a malformed flag, or a setting no run can change at a resume
-            (one line naming it and the ones that can).
+        ValueError: a malformed flag (one line naming it).
     """
-    binding, _, spec = text.partition(":")
-    setting = binding.strip().rsplit(".", 1)[-1]
-    if setting not in MUTABLE:
-        raise ValueError(f"--mutate={text}: {binding!r} is not a setting a run can change "
-                         f"at a resume (mutable: {', '.join(MUTABLE)})")
-    found = _SPEC.fullmatch(spec.strip())
+    binding, _, spec = (part.strip() for part in text.partition(":"))
+    if not _BINDING.fullmatch(binding):
+        raise ValueError(f"--mutate={text}: BINDING must be a gin binding "
+                         f"(CONFIGURABLE.PARAMETER, e.g. alf_async.Learner.num_epochs, or "
+                         f"a macro), got {binding!r}")
+    last = binding.rsplit(".", 1)[-1]
+    found = _SPEC.fullmatch(spec)
     if not found:
         raise ValueError(f"--mutate={text}: SPEC must be uniform(LOW,HIGH) or "
                          f"log_uniform(LOW,HIGH), got {spec!r}")
@@ -74,7 +94,9 @@ def parse_mutation(text: str) -> Mutation:
     log = found.group(1) == "log_uniform"
     if not low < high or (log and low <= 0):
         raise ValueError(f"--mutate={text}: needs LOW < HIGH" + (" and LOW > 0" if log else ""))
-    return Mutation(binding.strip(), setting, low, high, log)
+    integer = all(_INTEGER.fullmatch(bound) for bound in found.group(2, 3))
+    return Mutation(binding, last if last in IN_VARIABLES else binding, low, high, log,
+                    integer)
 
 
 def parse_mutations(texts: Sequence[str]) -> List[Mutation]:

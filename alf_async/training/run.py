@@ -19,7 +19,8 @@ from alf_async.training import checkpoints, promotion
 
 from alf_async.training.assembly import build, run_settings
 from alf_async.training.settings import RunSettings, Settings, write_settings
-from alf_async.config import check_writable, parsed_gin_files, run_tags
+from alf_async.config import (applied_values, check_writable, parsed_bindings,
+                              parsed_gin_files, run_tags)
 from alf_async.learning.devices import worker_index
 from alf_async.training.scores import score_for
 from alf_async.training.signals import SignalStop
@@ -242,10 +243,11 @@ def _resume(records: Settings, root_dir: str, algorithm, learner, driver, loop) 
 def _report_settings(learner, counters: checkpoints.Counters) -> None:
     """Puts the configured schedules of the mutable settings back after a restore (which
     wrote the checkpoint's values into their variables), then reports the values the
-    run trains with, read back from its live optimizer and algorithm: a `trains_with`
-    run event and one log line."""
+    run trains with: a `trains_with` run event and one log line. Those its learner
+    holds in variables are read back from them; every other number a `--gin_param`
+    binding set is the value gin really passed (`config.applied_values`)."""
     learner.follow_schedules()
-    values = learner.trains_with()
+    values = {**applied_values(parsed_bindings()), **learner.trains_with()}
     events.emit("trains_with", iteration=int(counters.iteration),
                 env_steps=int(counters.env_steps), settings=values,
                 weights=learner.weights_digest())

@@ -18,11 +18,25 @@ def test_a_mutation_names_its_setting_and_range():
         "alf_async.Learner.learning_rate=0.001", "PPOAlgorithm.clip_ratio=0.2"]
 
 
+def test_any_binding_of_a_number_is_named_by_itself_and_integer_bounds_stay_integers():
+    epochs = parse_mutation("alf_async.Learner.num_epochs:uniform(2, 8)")
+    assert (epochs.setting, epochs.integer) == ("alf_async.Learner.num_epochs", True)
+    rng = random.Random(0)
+    draws = {epochs.sample(rng) for _ in range(300)}
+    assert draws == set(range(2, 9)) and all(isinstance(d, int) for d in draws)
+    assert {epochs.explore(5, rng, (0.8, 1.2), 0.0) for _ in range(50)} == {4, 6}
+    assert epochs.explore(8, rng, (1.2,), 0.0) == 8  # kept within HIGH
+    lam = parse_mutation("PPOAlgorithm.gae_lambda:uniform(0.9,1)")
+    assert (lam.setting, lam.integer) == ("PPOAlgorithm.gae_lambda", False)
+    assert parse_mutation("train/WIDTH:log_uniform(16,256)").integer  # a scoped macro
+    assert bindings([epochs, lam], {"alf_async.Learner.num_epochs": 3,
+                                    "PPOAlgorithm.gae_lambda": 0.95}) == [
+        "alf_async.Learner.num_epochs=3", "PPOAlgorithm.gae_lambda=0.95"]
+
+
 @pytest.mark.parametrize("text, message", [
-    ("PPOAlgorithm.gae_lambda:uniform(0.9,1)", "'PPOAlgorithm.gae_lambda' is not a setting a "
-                                                "run can change at a resume (mutable: "
-                                                "learning_rate, entropy_coeff, clip_ratio, "
-                                                "discount)"),
+    ("num epochs:uniform(1,2)", "BINDING must be a gin binding (CONFIGURABLE.PARAMETER"),
+    ("alf_async.Learner.num_epochs=3:uniform(1,2)", "BINDING must be a gin binding"),
     ("PPOAlgorithm.clip_ratio:normal(0,1)", "SPEC must be uniform"),
     ("PPOAlgorithm.clip_ratio:uniform(0.3,0.1)", "needs LOW < HIGH"),
     ("alf_async.Learner.learning_rate:log_uniform(0,1)", "needs LOW < HIGH and LOW > 0"),
