@@ -62,6 +62,8 @@ class BcAlgorithm(tf.Module):
     def variables_to_train(self):
         return self.actor_net.trainable_variables
 
+    mutable_settings: Dict = {}  # nothing held in a variable that a run may change
+
     @property
     def loss_groups(self):
         return [("loss", self.variables_to_train)]

@@ -38,6 +38,10 @@ class Algorithm(Protocol):
         loss_groups: `[(term, variables)]`: which loss term each set of
             variables minimises (the learner may clip the groups apart);
             `[("loss", variables_to_train)]` when one term trains everything.
+        mutable_settings: `{name: ScheduledValue}` of the settings it holds in
+            variables, which a built run may change without a rebuild and
+            reports as it trains with them (`learning.mutable`; PPO's clip
+            ratio, the entropy coefficient); `{}` if none.
 
     The evaluation and the exported policy (`evaluation.GreedyPolicy`) use
     `act(..., greedy=True)` and `policy_state_spec`, nothing else.
@@ -51,6 +55,7 @@ class Algorithm(Protocol):
     item_terms: Sequence[str]
     variables_to_train: Sequence[tf.Variable]
     loss_groups: List[Tuple[str, Sequence[tf.Variable]]]
+    mutable_settings: Dict[str, Any]
 
     def act(self, observation: Nest, step_type: tf.Tensor, policy_state: Nest,
             greedy: bool = False, seed=None, env_id=None) -> Tuple[Nest, Nest, tf.Tensor]:

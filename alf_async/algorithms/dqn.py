@@ -132,6 +132,8 @@ class DqnAlgorithm(tf.Module):
     def variables_to_train(self):
         return self.q_net.trainable_variables
 
+    mutable_settings: Dict = {}  # nothing held in a variable that a run may change
+
     @property
     def loss_groups(self):
         """One group: the Q network minimises the TD loss."""

@@ -98,6 +98,8 @@ class SacAlgorithm(tf.Module):
     def scalars(self):
         return {"entropy_coeff": self.entropy_coeff}
 
+    mutable_settings: Dict = {}  # nothing held in a variable that a run may change
+
     @property
     def loss_groups(self):
         """Critics, actor and temperature each minimise their own term."""

@@ -1,12 +1,10 @@
 """The learner: SGD on learn batches, written against `tf.distribute`."""
 
-import hashlib
 import random
 import time
 from typing import Any, Dict, NamedTuple, Optional, Tuple
 
 import gin
-import numpy as np
 import tensorflow as tf
 from absl import logging
 
@@ -15,6 +13,7 @@ from alf_async.algorithms import layout
 from alf_async.algorithms.contract import check_algorithm, per_item_terms
 from alf_async.experience import LearnerCounters, LearnBatch
 from alf_async.metrics import StageClock
+from alf_async.learning.mutable import MutableSettings
 from alf_async.learning.optimizers import make_optimizer
 from alf_async.algorithms.schedules import Schedule, ScheduledValue, schedule_value
 
@@ -169,6 +168,7 @@ class Learner(tf.Module):
         # batches trained on, is the policy version stamped on experience.
         self.train_step = tf.Variable(0, dtype=tf.int64, trainable=False, name="train_step")
         self.env_steps = tf.Variable(0, dtype=tf.int64, trainable=False, name="env_steps")
+        self.mutable = MutableSettings(self._learning_rate, algorithm, self.env_steps)
         # One optimizer step as a function of its own, called before and inside the
         # update's loop: traced once (its gradients are most of the tracing time).
         self._sgd_step_fn = tf.function(self._reduced_sgd_step, autograph=False)
@@ -301,7 +301,7 @@ class Learner(tf.Module):
                 infinite (its optimizer step was not applied), unless
                 `skip_nonfinite_updates`.
         """
-        self.follow_schedules()
+        self.mutable.follow()
         self.env_steps.assign_add(self.all_workers_sum(batch.env_steps))
         start = time.perf_counter()
         update = int(self.train_step) + 1
@@ -324,51 +324,6 @@ class Learner(tf.Module):
             clock.add("grad", time.perf_counter() - start)
         self._summarize(info, lag)
         return Update(info, {k: v.numpy() for k, v in per_item.items()})
-
-    @property
-    def mutable_settings(self) -> Dict[str, ScheduledValue]:
-        """name -> `ScheduledValue` of the settings a built run may change without a
-        rebuild: the learning rate, and the algorithm's (`mutable_settings`, if any)."""
-        return {"learning_rate": self._learning_rate,
-                **getattr(self._algorithm, "mutable_settings", {})}
-
-    def trains_with(self) -> Dict[str, float]:
-        """The values of the mutable settings the next update uses, read from the live
-        optimizer and algorithm variables (not from the configuration)."""
-        return {name: setting.value() for name, setting in self.mutable_settings.items()}
-
-    def weights_digest(self) -> str:
-        """sha256 of the algorithm's variables (normalisers included), the mutable
-        settings' left out: the same for a checkpoint and the run that restored it."""
-        mutable = {id(setting.variable) for setting in self.mutable_settings.values()}
-        digest = hashlib.sha256()
-        for variable in self._algorithm.variables:
-            if id(variable) not in mutable:
-                digest.update(np.ascontiguousarray(variable.numpy()).tobytes())
-        return digest.hexdigest()
-
-    def set_settings(self, values: Dict[str, Schedule]) -> None:
-        """Gives mutable settings new schedules (constants or points), applied now and
-        at every later update, without a rebuild.
-
-        Raises:
-            ValueError: a name that is not a mutable setting of this run (names it
-                and the ones that are); nothing is set then.
-        """
-        mutable = self.mutable_settings
-        unknown = sorted(set(values) - set(mutable))
-        if unknown:
-            raise ValueError(f"{', '.join(unknown)}: not a setting this run can change while "
-                             f"it runs (mutable: {', '.join(sorted(mutable))})")
-        for name, schedule in values.items():
-            mutable[name].set(schedule, int(self.env_steps))
-
-    def follow_schedules(self) -> None:
-        """Moves the learning rate and the algorithm's schedules to the current env
-        step (every update does; the trainer after a restore, which put the
-        checkpoint's values in their variables)."""
-        self._learning_rate.follow(int(self.env_steps))
-        self._algorithm.set_env_steps(int(self.env_steps))
 
     def all_workers_sum(self, value: int) -> int:
         """`value` summed over the learner's worker processes (all-reduced if several).

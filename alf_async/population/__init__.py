@@ -1,7 +1,7 @@
 """Population-based training: members, their mutable settings, exploit and explore.
 
 - `mutations.py`: `--mutate=BINDING:SPEC`, the settings a run may change at a
-  resume (`Learner.mutable_settings`), perturbed or resampled within bounds;
+  resume (`Learner.mutable`), perturbed or resampled within bounds;
 - `members.py`: a member is an ordinary run in its own root_dir, trained one
   interval at a time; its score, and what it reports it trains with;
 - `exploit.py`: the bottom of the population copies a top member's checkpoint,

@@ -12,7 +12,7 @@ within the range.
 
 What a member's run reports it trains with (`trains_with`) names a setting
 the learner holds in a variable by its short name, read from that variable
-(`Learner.mutable_settings`: the learning rate, the entropy coefficient, the
+(`Learner.mutable`: the learning rate, the entropy coefficient, the
 discount, PPO's clip ratio); any other by its binding, read from the value gin
 really passed (`config.applied_values`).
 """
@@ -23,7 +23,7 @@ import random
 import re
 from typing import Dict, List, Sequence
 
-# Settings a built run holds in a variable (`Learner.mutable_settings`): reported under
+# Settings a built run holds in a variable (`Learner.mutable`): reported under
 # the binding's last part, read from the live variable.
 IN_VARIABLES = ("learning_rate", "entropy_coeff", "clip_ratio", "discount")
 

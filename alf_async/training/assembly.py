@@ -77,7 +77,7 @@ def _recorder(settings: RunSettings, env_name: str, algorithm, learner, worker: 
     if not settings.record_dataset or worker:
         return None
     from alf_async.datasets.recorder import open_recorder  # pylint: disable=import-outside-toplevel
-    final = lambda: {"weights_digest": learner.weights_digest(),
+    final = lambda: {"weights_digest": learner.mutable.weights_digest(),
                      "policy_version": int(learner.train_step.numpy())}
     return open_recorder(settings.record_dataset, env_name,
                          algorithm.time_step_spec.observation, algorithm.action_spec,

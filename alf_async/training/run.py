@@ -246,11 +246,11 @@ def _report_settings(learner, counters: checkpoints.Counters) -> None:
     run trains with: a `trains_with` run event and one log line. Those its learner
     holds in variables are read back from them; every other number a `--gin_param`
     binding set is the value gin really passed (`config.applied_values`)."""
-    learner.follow_schedules()
-    values = {**applied_values(parsed_bindings()), **learner.trains_with()}
+    learner.mutable.follow()
+    values = {**applied_values(parsed_bindings()), **learner.mutable.trains_with()}
     events.emit("trains_with", iteration=int(counters.iteration),
                 env_steps=int(counters.env_steps), settings=values,
-                weights=learner.weights_digest())
+                weights=learner.mutable.weights_digest())
     logging.info("Trains with %s", ", ".join(f"{name} {value:.4g}"
                                              for name, value in sorted(values.items())))
 
@@ -265,7 +265,7 @@ def _finish(run: _Resumed, algorithm, learner, root_dir: str, interrupt,
                                                        int(run.counters.iteration))
     _save_and_export(run.manager, run.counters, algorithm, root_dir, run.worker, stopped)
     events.emit("weights_saved", iteration=int(run.counters.iteration),
-                env_steps=int(run.counters.env_steps), weights=learner.weights_digest())
+                env_steps=int(run.counters.env_steps), weights=learner.mutable.weights_digest())
     run.writer.flush()
     timeline.mark("checkpoint and export")
     timeline.log()

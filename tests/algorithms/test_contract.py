@@ -35,6 +35,7 @@ class _NoAct:
     burn_in = 0
     item_terms = ()
     variables_to_train = ()
+    mutable_settings = {}
 
     def observe(self, batch):
         pass

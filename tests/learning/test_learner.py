@@ -203,6 +203,7 @@ class _TwoTermAlgorithm(tf.Module):
     recurrent = False
     burn_in = 0
     item_terms = ()
+    mutable_settings = {}
 
     def act(self, observation, step_type, policy_state, greedy=False, seed=None):
         raise AssertionError("the learner does not act")
@@ -306,7 +307,7 @@ def test_importance_weights_scale_the_loss_and_td_errors_come_back_per_column(re
 def test_new_mutable_settings_survive_the_restore_of_a_checkpoint_made_with_the_old(tmp_path):
     """ray#62173's class of bug: a checkpoint holds the optimizer's learning rate and the
     algorithm's mutable settings in variables, so a restore writes the old values over
-    the new ones. After `follow_schedules()` the learner reports the new values, and
+    the new ones. After `mutable.follow()` the learner reports the new values, and
     its update uses them: with one Adam step from the same state on the same batch,
     the step is exactly proportional to the learning rate."""
     strategy = tf.distribute.get_strategy()
@@ -325,8 +326,8 @@ def test_new_mutable_settings_survive_the_restore_of_a_checkpoint_made_with_the_
     def one_update_after_the_restore(learning_rate, **algorithm_kwargs):
         algo, resumed = learner(learning_rate, **algorithm_kwargs)
         tf.train.Checkpoint(algorithm=algo, learner=resumed).restore(saved).assert_consumed()
-        resumed.follow_schedules()
-        reported = resumed.trains_with()
+        resumed.mutable.follow()
+        reported = resumed.mutable.trains_with()
         before = [v.numpy().copy() for v in algo.variables_to_train]
         resumed.train(_batch(1))
         return reported, [v.numpy() - b for v, b in zip(algo.variables_to_train, before)]
@@ -344,17 +345,3 @@ def test_new_mutable_settings_survive_the_restore_of_a_checkpoint_made_with_the_
                                              entropy_coeff=0.05)
     assert others == pytest.approx(dict(learning_rate=1e-3, clip_ratio=0.1, discount=0.9,
                                         entropy_coeff=0.05))
-
-
-def test_set_settings_changes_a_built_run_and_refuses_what_it_cannot_change():
-    algo, learner = _learner(tf.distribute.get_strategy(), learning_rate=1e-3)
-    learner.set_settings({"learning_rate": 2e-3, "clip_ratio": 0.3})
-    assert learner.trains_with()["learning_rate"] == pytest.approx(2e-3)
-    learner.train(_batch(0))  # the update's schedules are the new ones now
-    assert learner.trains_with()["learning_rate"] == pytest.approx(2e-3)
-    assert float(algo.mutable_settings["clip_ratio"].variable.numpy()) == pytest.approx(0.3)
-    with pytest.raises(ValueError, match=r"gae_lambda: not a setting this run can change .*"
-                                         r"mutable: clip_ratio, discount, entropy_coeff, "
-                                         r"learning_rate"):
-        learner.set_settings({"gae_lambda": 0.9, "learning_rate": 5e-3})
-    assert learner.trains_with()["learning_rate"] == pytest.approx(2e-3)  # nothing set

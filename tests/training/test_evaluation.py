@@ -138,6 +138,7 @@ class _ContractOnly(tf.Module):
         self.weights = tf.Variable([[1.0, -1.0], [0.0, 0.0], [0.0, 0.0], [0.0, 0.0]])
         self.variables_to_train = [self.weights]
         self.loss_groups = [("loss", self.variables_to_train)]
+        self.mutable_settings = {}
 
     def act(self, observation, step_type, policy_state, greedy=False, seed=None):
         assert greedy  # evaluation asks for the greedy action
