@@ -57,3 +57,16 @@ def test_the_package_top_holds_at_most_16_modules():
     top = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "alf_async")
     modules = sorted(name for name in os.listdir(top) if name.endswith(".py"))
     assert len(modules) <= 16, modules
+
+
+def test_every_test_module_has_a_basename_of_its_own():
+    """tests/ has no __init__.py: pytest imports each test file by its basename, and a
+    second file of the same name fails the whole collection."""
+    tests = os.path.dirname(os.path.abspath(__file__))
+    seen = {}
+    for folder, _, files in os.walk(tests):
+        for name in files:
+            if name.startswith("test_") and name.endswith(".py"):
+                seen.setdefault(name, []).append(os.path.relpath(os.path.join(folder, name),
+                                                                 tests))
+    assert {name: paths for name, paths in seen.items() if len(paths) > 1} == {}
