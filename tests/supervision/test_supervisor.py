@@ -73,10 +73,11 @@ def test_a_failing_child_is_restarted_until_its_budget_then_run_returns_1(tmp_pa
 
 def test_the_primary_finishing_stops_the_others_with_sigterm_and_returns_0(tmp_path):
     ledger = tmp_path / "ledger"
-    status = Supervisor([_spec("learner", tmp_path / "l", "exit", "0", primary=True),
+    status = Supervisor([_spec("learner", tmp_path / "l", "exit_once", str(ledger),
+                               primary=True),
                          _spec("actor 0", ledger, "serve")], QUICK).run(lambda: None)
     assert status == 0
-    assert _lines(ledger, "term") == _lines(ledger, "start")
+    assert _lines(ledger, "start") and _lines(ledger, "term") == _lines(ledger, "start")
 
 
 def test_a_child_that_finishes_is_done_at_its_exit_0_and_the_others_go_on(tmp_path, caplog):
