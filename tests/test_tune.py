@@ -79,7 +79,7 @@ def test_workers_share_a_postgresql_study_and_a_dead_workers_trial_is_failed_and
     """Two workers on one study in a real PostgreSQL server on 127.0.0.1; the first is
     killed mid-trial (with its training process, as a lost node would take them)."""
     import postgres_server  # pylint: disable=import-outside-toplevel
-    from alf_async.supervision.ray_reaper import descendants  # pylint: disable=import-outside-toplevel
+    from alf_async.supervision.reaper import descendants  # pylint: disable=import-outside-toplevel
 
     if postgres_server.binaries() is None:
         (pytest.fail if os.environ.get("CI") else pytest.skip)(
@@ -214,7 +214,7 @@ def _worker_in_a_trial(proc, timeout):
 def _is_training(worker):
     """Whether a tune worker runs a trial's training: the trial drew its settings (a worker
     killed between Optuna's ask and its suggestions leaves a failed trial with none)."""
-    from alf_async.supervision.ray_reaper import descendants  # pylint: disable=import-outside-toplevel
+    from alf_async.supervision.reaper import descendants  # pylint: disable=import-outside-toplevel
     return any("alf_async.train" in _cmdline(child) for child in descendants(worker))
 
 

@@ -8,8 +8,8 @@ TensorBoard events and `train.log`. A seed whose root_dir holds the
 trainer's `result.json` (a chaos run's `ledger.json`) is done and skipped;
 any other resumes from its checkpoint. SIGINT or SIGTERM to the launcher sends SIGTERM to every
 child (each stops after its iteration and saves a checkpoint), waits for them
-and kills what is left by PID; children also get SIGTERM if the launcher dies
-(Linux parent-death signal).
+and kills what is left by PID; if the launcher dies, its children get SIGTERM
+and, still alive a grace later, SIGKILL (`supervision.reaper`).
 """
 
 import dataclasses

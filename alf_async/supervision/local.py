@@ -2,8 +2,9 @@
 
 Each command runs in a session of its own, so a terminal's Ctrl-C reaches the
 launch alone and a signal reaches the command's own subprocesses (env
-workers) too; and on Linux with `PR_SET_PDEATHSIG` = SIGKILL, so that a
-launch killed by SIGKILL takes its processes along. Warm spares
+workers) too; and under the one rule for a parent's death (`reaper`): a
+launch killed by SIGKILL takes its processes along, each sent SIGTERM first
+(the learner saves its checkpoint). Warm spares
 (`alf_async.supervision.spare`) start here too, at idle priority unless their
 command line says `--normal_priority`.
 
@@ -12,7 +13,6 @@ signal is tied to the thread that started a process). A Ray command host
 (`ray_backend`) runs one on its node.
 """
 
-import ctypes
 import functools
 import os
 import signal
@@ -21,35 +21,9 @@ from typing import Callable, Dict, List, Optional, Sequence
 
 from absl import logging
 
-from alf_async.supervision import spare as spare_lib
+from alf_async.supervision import reaper, spare as spare_lib
 from alf_async.supervision.backend import ChildSpec
 from alf_async.supervision.commands import free_ports
-
-_PR_SET_PDEATHSIG = 1
-
-
-def _libc_prctl() -> Optional[Callable]:
-    try:
-        return ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None  # not Linux
-
-
-_PRCTL = _libc_prctl()  # looked up here, not after a fork
-
-
-def _die_with_parent(parent_pid: int) -> None:
-    """Makes this process get SIGKILL when its parent dies (Linux; elsewhere nothing).
-
-    For a just-forked process: `parent_pid` is the parent it was forked from,
-    and a parent already gone ends it at once.
-    """
-    if _PRCTL is None:
-        return
-    _PRCTL(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    if os.getppid() != parent_pid:
-        os._exit(1)
-
 
 class LocalProcess:
     """A `backend.Process`: a `subprocess.Popen` leading a session of its own."""
@@ -183,18 +157,21 @@ class LocalBackend:
 
 def popen_in_session(argv: Sequence[str], log_path: Optional[str] = None,
                      spare: bool = False, **kwargs) -> subprocess.Popen:
-    """Starts `argv` in a session of its own that dies with this process, its output
+    """Starts `argv` in a session of its own that dies with this process (`reaper`'s
+    rule: SIGTERM, SIGKILL a grace later), its output
     appended to `log_path` (None: this process's); a `spare` reads its word on
     stdin and waits at idle priority unless told `--normal_priority`."""
     log = open(log_path, "ab") if log_path else None  # noqa: SIM115
-    die = functools.partial(_die_with_parent, os.getpid())
+    die = functools.partial(reaper.die_with_parent, os.getpid())
     idle = spare and spare_lib.NORMAL_PRIORITY not in argv
     stdout = kwargs.pop("stdout", log)
     try:
-        return subprocess.Popen(
+        popen = subprocess.Popen(
             list(argv), stdout=stdout, stderr=subprocess.STDOUT if stdout else None,
             stdin=subprocess.PIPE if spare else None, start_new_session=True,
             preexec_fn=(lambda: (die(), spare_lib.idle_priority())) if idle else die, **kwargs)
+        reaper.guard(popen.pid)
+        return popen
     finally:
         if log:
             log.close()

@@ -25,14 +25,14 @@ Both are a `Placement`, and hand back `backend.Process`es (`poll`, `signal`,
 Thread-safety: used from one thread.
 """
 
-import ctypes
+import functools
 import os
-import signal
 import subprocess
 import time
 from typing import Callable, Dict, List, Optional, Protocol, Set
 
 from alf_async.runs import layout
+from alf_async.supervision import reaper
 from alf_async.supervision.local import LocalProcess
 
 
@@ -74,17 +74,17 @@ def start_training(command: List[str], root_dir: str) -> subprocess.Popen:
     """
     os.makedirs(root_dir, exist_ok=True)
     with open(os.path.join(root_dir, layout.LOG_FILE), "ab") as log:
-        return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True,
-                                preexec_fn=_die_with_parent)
+        return _popen(command, stdout=log, stderr=subprocess.STDOUT)
 
 
-def _die_with_parent() -> None:
-    """In the child, before exec: SIGTERM when the caller dies (Linux only)."""
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except OSError:
-        pass
+def _popen(command: List[str], **kwargs) -> subprocess.Popen:
+    """`command` in a session of its own, under the rule for a parent's death (`reaper`:
+    SIGTERM when this process dies, SIGKILL a grace later)."""
+    popen = subprocess.Popen(command, stdin=subprocess.DEVNULL, start_new_session=True,
+                             preexec_fn=functools.partial(reaper.die_with_parent, os.getpid()),
+                             **kwargs)
+    reaper.guard(popen.pid)
+    return popen
 
 
 class LocalPlacement:
@@ -113,9 +113,7 @@ class LocalPlacement:
         process's output instead); `name` is unused."""
         del name
         if relay:
-            return LocalProcess(subprocess.Popen(command, start_new_session=True,
-                                                 stdin=subprocess.DEVNULL,
-                                                 preexec_fn=_die_with_parent))
+            return LocalProcess(_popen(command))
         return LocalProcess(start_training(command, root_dir))
 
     def forget(self, process) -> None:

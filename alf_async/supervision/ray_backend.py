@@ -32,7 +32,7 @@ from absl import logging
 
 from alf_async import extras
 from alf_async.supervision.backend import ChildSpec
-from alf_async.supervision import ray_reaper, ray_site
+from alf_async.supervision import ray_site, reaper
 from alf_async.supervision.command_host import CommandHost
 from alf_async.supervision.ray_reports import RayReports
 
@@ -105,7 +105,7 @@ class RaySession:
                 raise ValueError(f"--address={address}: {error}") from None
             return
         self._temp_dir = tempfile.mkdtemp(prefix="alf_ray_")  # short: socket paths
-        ray_reaper.start(self._temp_dir)  # what Ray leaves, gone when this process is
+        reaper.start(self._temp_dir)  # what Ray leaves, gone when this process is
         with ray_site.pydantic_hidden():
             self.ray.init(**kwargs, object_store_memory=_LOCAL_OBJECT_STORE_BYTES,
                           _temp_dir=self._temp_dir)

@@ -336,7 +336,7 @@ def test_a_many_runs_command_on_a_ray_of_its_own_leaves_nothing_5_s_after_its_en
     checkpoint and exits 130; after it or a SIGKILL, no process of it or of its Ray,
     and no Ray temp folder, is left 5 s later."""
     pytest.importorskip("ray")
-    from alf_async.supervision.ray_reaper import descendants, start_time
+    from alf_async.supervision.reaper import descendants, start_time
     out, before, seen = tmp_path / "out", _ray_temp_folders(), {}
     proc = subprocess.Popen(_many_runs_command(command, out), cwd=ROOT, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)

@@ -184,7 +184,9 @@ def test_a_stop_reaches_grandchildren_and_kills_what_ignores_sigterm_within_the_
 
 SUPERVISOR_PROCESS = textwrap.dedent("""
     import sys
+    from alf_async.supervision import reaper
     from alf_async.supervision.supervisor import ChildSpec, RestartPolicy, Supervisor
+    reaper.ORPHAN_GRACE_SECS = 1.0  # the stubborn actor: SIGKILL a second after SIGTERM
     fake, ledger = sys.argv[1], sys.argv[2]
     specs = [ChildSpec("learner", [sys.executable, fake, ledger, "serve"], primary=True),
              ChildSpec("actor 0", [sys.executable, fake, ledger + ".actor", "stubborn"])]
@@ -214,6 +216,7 @@ def test_sigkill_of_the_supervisor_leaves_no_process_behind(tmp_path):
         assert len(pids) == 2 and all(_alive(pid) for pid in pids)
         os.kill(supervisor.pid, signal.SIGKILL)
         supervisor.wait(timeout=10)
+        _wait_for(lambda: _lines(ledger, "term"), timeout=10)  # SIGTERM first: it may save
         _wait_for(lambda: not any(_alive(pid) for pid in pids), timeout=10)
     finally:
         for pid in pids:
