@@ -59,7 +59,7 @@ def main(argv) -> None:
     warm_up()
     # pylint: disable=import-outside-toplevel
     from alf_async.remote.actor_process import StoppedBeforeStart
-    from alf_async.training.signals import SignalStop
+    from alf_async.supervision.signals import SignalStop
 
     interrupt = SignalStop()  # installed first: a signal while building stops cleanly too
     stopped = lambda: interrupt.signum is not None

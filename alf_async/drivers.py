@@ -14,25 +14,7 @@ from alf_async.collection import Collector, LocalCollection, RemoteCollection
 from alf_async.collection.contract import check_collection
 from alf_async.experience import LearnerCounters, LearnBatch, zeros_learn_batch
 from alf_async.collection.pacing import FreeRunning, Lockstep
-
-
-@dataclasses.dataclass(frozen=True)
-class DriverSizes:
-    """The collection's sizes: `AsyncOffPolicyDriver`'s (its defaults; the rules:
-    `check_sizes`). `training.assembly.run_settings()` reads them from gin.
-
-    Attributes:
-        num_envs: E, env threads (of each actor process, with remote actors).
-        num_actor_queues: N, actor threads (0: each env thread acts itself).
-        unroll_length: T, steps per unroll.
-        learn_queue_cap: Q, unrolls per learn batch.
-        actor_queue_cap: A, most requests one policy call serves.
-    """
-    num_envs: int
-    num_actor_queues: int
-    unroll_length: int
-    learn_queue_cap: int
-    actor_queue_cap: int
+from alf_async.runs.records import DriverSizes
 
 
 def check_sizes(num_envs: int, num_actor_queues: int, unroll_length: int,

@@ -47,7 +47,7 @@ from alf_async.supervision.commands import LearnerWorker, child_specs, log_dir
 from alf_async.supervision.spare import can_wait_idle
 from alf_async.tracking import settings as tracker_settings
 from alf_async.supervision.supervisor import ChildSpec, RestartPolicy, Supervisor
-from alf_async.training.signals import SignalStop
+from alf_async.supervision.signals import SignalStop
 
 flags.DEFINE_string("root_dir", None, "The learner's run directory (as for alf_async.train).")
 flags.DEFINE_multi_string("gin_file", [], "Gin config file(s), for the learner and the actors.")

@@ -92,7 +92,7 @@ def _settings():
 def _run() -> None:
     # pylint: disable=import-outside-toplevel
     from alf_async.population import controller, shapes
-    from alf_async.training.signals import SignalStop
+    from alf_async.supervision.signals import SignalStop
     from alf_async.tracking import clients
     try:
         tracker = tracker_settings.from_flags()
@@ -161,7 +161,7 @@ def _replay(root: str, member: str) -> None:
 
 def _interval_command(settings, root_dir: str, env_steps: int, mutated) -> list:
     """The `train` command of one replayed interval, ending at `env_steps`."""
-    from alf_async.experiments.launcher import train_command  # pylint: disable=import-outside-toplevel
+    from alf_async.runs.commands import train_command  # pylint: disable=import-outside-toplevel
     return train_command(root_dir, settings.gin_files, [
         *settings.gin_params, f"train.seed={settings.seed}", f"train.num_env_steps={env_steps}",
         "train.stop_at_return=None", *mutated], FLAGS.tf_threads)

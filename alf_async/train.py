@@ -115,9 +115,10 @@ def main(argv) -> None:
 def _train() -> None:
     """Runs `train()`; exits 2 for a bad setting, 1 for a failure, 128 + N on signal N."""
     # pylint: disable=import-outside-toplevel
-    from alf_async.training import promotion, run as run_lib
+    from alf_async.supervision import promotion
+    from alf_async.training import run as run_lib
 
-    from alf_async.experiments.provenance import run_tags
+    from alf_async.runs.provenance import run_tags
     from alf_async.tracking.forwarder import tracked
 
     made_root_dir = not os.path.exists(FLAGS.root_dir)

@@ -78,7 +78,7 @@ def _one_run_secret(monkeypatch):
 def learner():
     """The learner's driver in this process, serving a free port (it does not train)."""
     config.parse_config([os.path.join(ROOT, GIN_FILE)], SMALL)
-    _, _, driver, _ = assembly.build(RunSettings(serve_port=0))
+    _, _, driver, _ = assembly.build(assembly.run_settings(RunSettings(serve_port=0)))
     driver.start()
     yield driver
     driver.stop()

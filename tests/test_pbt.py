@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from alf_async import events
-from alf_async.experiments import curves
+from alf_async.runs import curves
 from alf_async.population import lineage
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -175,7 +175,7 @@ def test_two_workers_on_a_cluster_share_a_postgresql_study_one_killed_mid_trial(
         assert again.returncode == 0, again.stdout + again.stderr
         operative = (tmp_path / "best" / f"trial_{best.number}" / "seed_1" /
                      "operative_config.gin").read_text()
-        from alf_async.experiments import provenance  # pylint: disable=import-outside-toplevel
+        from alf_async.runs import provenance  # pylint: disable=import-outside-toplevel
         asked = [f"{name}={value}" for name, value in best.params.items()]
         assert provenance.operative_mismatches(operative, asked) == []
         assert provenance.operative_mismatches(operative, ["alf_async.Learner.num_epochs=3"])

@@ -21,7 +21,7 @@ from absl import logging
 
 from alf_async import events
 from alf_async.supervision.spare import SPARE_NAME, waiting
-from alf_async.runs import layout
+from alf_async.runs import layout, records
 
 KINDS = ("env_exception", "env_worker_kill", "actor_kill", "learner_kill", "learner_term",
          "checkpoint_write")
@@ -271,8 +271,8 @@ def _state(pid: int) -> str:
 
 def _checkpoint_interval(root_dir: str) -> Optional[int]:
     """The run's checkpoint interval, as its `run_settings.json` records it."""
-    settings = layout.read_settings(root_dir)
-    return settings and settings["run"]["checkpoint_interval"]
+    recorded = records.read_records(root_dir)
+    return recorded and recorded.run.checkpoint_interval
 
 
 def inject_until_done(proc, injector: Injector, plan, deadline: float,

@@ -19,7 +19,7 @@ import os
 import re
 from typing import List, Optional, Sequence, Tuple
 
-from alf_async.experiments import provenance
+from alf_async.runs import provenance
 from alf_async.runs import layout
 
 CELL_FILE = "cell.json"  # in every cell directory: what made its seeds (`provenance`)

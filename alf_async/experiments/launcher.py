@@ -14,7 +14,6 @@ and, still alive a grace later, SIGKILL (`supervision.reaper`).
 
 import dataclasses
 import os
-import sys
 import time
 from typing import Callable, Dict, List, Optional
 
@@ -23,9 +22,10 @@ from alf_async.experiments.cells import Cell
 from alf_async.experiments.ledgers import LEDGER_FILE
 from alf_async.supervision.placement import LocalPlacement
 from alf_async.runs import layout
+from alf_async.runs.commands import RUNNER_MODULES, runner_command, train_command
 from alf_async.runs.queue import Job, RunQueue
 from alf_async.tracking.settings import TrackerSettings
-from alf_async.training.signals import SignalStop
+from alf_async.supervision.signals import SignalStop
 
 
 
@@ -52,27 +52,6 @@ class SeedRun:
         return train_command(self.root_dir, self.cell.gin_files,
                              [*self.cell.gin_bindings, f"train.seed={self.seed}"],
                              tf_threads) + list(self.cell.runner_flags)
-
-
-# The runners other than `train`: the module whose command trains one seed, with
-# `--root_dir`, `--gin_file`, `--gin_param`, `--seed` and the cell's runner flags.
-RUNNER_MODULES = {"chaos": "alf_async.chaos", "pbt": "alf_async.pbt"}
-
-
-def runner_command(runner: str, root_dir: str, gin_files, bindings, seed: int,
-                   runner_flags) -> List[str]:
-    """The command line of one seed of a `chaos` cell (a supervised launch with faults)
-    or a `pbt` cell (a population); their processes' threads: TensorFlow's choice."""
-    return [sys.executable, "-m", RUNNER_MODULES[runner], f"--root_dir={root_dir}",
-            *[f"--gin_file={f}" for f in gin_files], *[f"--gin_param={b}" for b in bindings],
-            f"--seed={seed}", *runner_flags]
-
-
-def train_command(root_dir: str, gin_files, bindings, tf_threads: int) -> List[str]:
-    """The `python -m alf_async.train` command line of one run."""
-    return [sys.executable, "-m", "alf_async.train", f"--root_dir={root_dir}",
-            *[f"--gin_file={f}" for f in gin_files], *[f"--gin_param={b}" for b in bindings],
-            f"--tf_threads={tf_threads}"]
 
 
 def seed_runs(cells: List[Cell], seeds: List[int], out_dir: str,

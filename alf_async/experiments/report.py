@@ -14,10 +14,10 @@ import re
 from typing import Callable, Dict, List, Optional, Tuple
 
 from alf_async import extras
-from alf_async.experiments import ledgers, provenance, stats
+from alf_async.experiments import ledgers, stats
 from alf_async.experiments.cells import Cell, load_cell
-from alf_async.experiments.curves import downsample, load_curve, save_figure, score_axis
-from alf_async.runs import layout
+from alf_async.runs import layout, provenance, records
+from alf_async.runs.curves import downsample, load_curve, save_figure, score_axis
 
 METRICS = ("env_steps_to_target", "seconds_to_target", "best", "final", "last25_min")
 
@@ -92,10 +92,10 @@ def _check_operative(run_dir: str, cell: Cell) -> None:
 
 def _env_and_budget(run_dir: str) -> Dict:
     """`env` and `budget` (env steps) as the run's `run_settings.json` records them."""
-    settings = layout.read_settings(run_dir)
-    if settings is None:
+    recorded = records.read_records(run_dir)
+    if recorded is None:
         return dict(env=None, budget=None)
-    return dict(env=settings["env"]["env_name"], budget=settings["run"]["num_env_steps"])
+    return dict(env=recorded.env.env_name, budget=recorded.run.num_env_steps)
 
 
 def summarize(experiment_dirs: List[str], target: Optional[float] = None,

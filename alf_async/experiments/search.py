@@ -22,7 +22,8 @@ import optuna
 import yaml
 
 from alf_async.experiments import cells, launcher
-from alf_async.experiments.curves import Curve, load_curve
+from alf_async.runs import commands
+from alf_async.runs.curves import Curve, load_curve
 from alf_async.supervision.placement import LocalPlacement
 from alf_async.runs import layout
 from alf_async.runs.queue import stop_runs
@@ -195,7 +196,7 @@ class TrialRunner:
         cell = cells.make_cells(self._gin_files, bindings, [], self._target)[0]
         dataclasses.replace(cell, name=f"trial_{trial.number}").save(root_dir)
         study = trial.study.study_name
-        proc = LocalPlacement().start(trial.number, launcher.train_command(
+        proc = LocalPlacement().start(trial.number, commands.train_command(
             root_dir, self._gin_files, bindings, self._tf_threads)
             + self._tracker.flags(group=study, name=f"{study}/trial_{trial.number}"), root_dir)
         reported = 0

@@ -10,7 +10,7 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 from scipy import stats
 
-from alf_async.experiments.curves import Curve
+from alf_async.runs.curves import Curve
 
 CONFIDENCE = 0.95
 RESAMPLES = 2000

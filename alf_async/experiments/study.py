@@ -14,7 +14,7 @@ from optuna.storages import RDBStorage, RetryFailedTrialCallback
 from optuna.trial import TrialState
 
 from alf_async.experiments import search
-from alf_async.training.signals import SignalStop
+from alf_async.supervision.signals import SignalStop
 from alf_async.tracking.settings import TrackerSettings
 
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)

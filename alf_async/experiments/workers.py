@@ -18,7 +18,7 @@ import sys
 from typing import List, Sequence
 
 from alf_async.runs.queue import Job, RunQueue
-from alf_async.training.signals import SignalStop
+from alf_async.supervision.signals import SignalStop
 
 _DRIVER_FLAGS = ("--backend", "--address", "--workers", "--worker_resources",
                  "--worker_retries", "--parallel", "--tf_threads", "--out")

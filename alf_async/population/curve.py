@@ -15,7 +15,7 @@ import os
 import shutil
 from typing import Dict
 
-from alf_async.experiments.curves import load_curve
+from alf_async.runs.curves import load_curve
 from alf_async.runs import layout
 
 

@@ -16,7 +16,7 @@ import os
 from typing import List, Optional
 
 from alf_async import events, extras
-from alf_async.experiments.curves import load_curve, save_figure
+from alf_async.runs.curves import load_curve, save_figure
 from alf_async.runs import layout
 
 PBT_DIR = "pbt"

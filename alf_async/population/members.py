@@ -17,7 +17,7 @@ from typing import Dict, List, Optional, Sequence
 from absl import logging
 
 from alf_async import events
-from alf_async.experiments.launcher import train_command
+from alf_async.runs.commands import train_command
 from alf_async.supervision.placement import LocalPlacement
 from alf_async.population.mutations import Mutation, bindings
 from alf_async.runs import layout

@@ -11,7 +11,7 @@ goes back to normal priority and it runs
 the module's `run()` with the arguments given, as `python -m alf_async.train
 --root_dir=runs/x ...` would. A module that declares `RUNS_AHEAD = True`
 is run at once instead, and waits itself
-(`alf_async.training.promotion.await_promotion()`) where it
+(`alf_async.supervision.promotion.await_promotion()`) where it
 would first act: `train` builds and compiles its update ahead (a hot spare). End of input (its supervisor is gone) ends it
 with status 0 and nothing run. The supervisor keeps one per child and starts
 a child's restart from it (`ChildSpec.spare_argv`), which saves the imports.
@@ -35,7 +35,7 @@ import sys
 import threading
 from typing import Sequence
 
-from alf_async.training import promotion
+from alf_async.supervision import promotion
 
 SPARE_NAME = "alf-spare"
 READY_NAME = "alf-spare-ready"  # 15 characters: the most a process name holds

@@ -191,9 +191,12 @@ class WandbTracker:
         self._run.finish(exit_code=exit_code)
 
 
+CLIENTS = {client.__name__: client for client in (MlflowTracker, WandbTracker)}
+
+
 def make_tracker(settings: TrackerSettings) -> Tracker:
     """The client for `settings.kind` (a tracker of `settings.TRACKERS` but "none")."""
-    return globals()[TRACKERS[settings.kind].client](settings)  # a class of this module
+    return CLIENTS[TRACKERS[settings.kind].client](settings)
 
 
 def make_groups_ahead(settings: TrackerSettings, groups: List[str]) -> None:

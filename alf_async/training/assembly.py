@@ -1,5 +1,5 @@
-"""Assembly: the run's settings records and the algorithm, learner, driver and
-learner loop, built from gin.
+"""Assembly: the run's settings records, read from gin, and the algorithm, learner,
+driver and learner loop, built from those records.
 
 The one place that reads gin's bindings for settings: `run_settings()`
 builds the records (`training.settings`) that the trainer and an actor
@@ -84,49 +84,56 @@ def _recorder(settings: RunSettings, env_name: str, algorithm, learner, worker: 
                          dict(kind="train", **(provenance or {})), final)
 
 
-def build(settings: Optional[RunSettings] = None, root_dir: Optional[str] = None,
+def build(settings: Optional[Settings] = None, root_dir: Optional[str] = None,
           provenance: Optional[dict] = None):
-    """Builds the algorithm, learner, driver and learner loop from the gin configuration.
+    """Builds the algorithm, learner, driver and learner loop from the run's records.
 
-    `settings` gives the algorithm, the seed and the serve port (None: gin's
-    `train.*` bindings). With
-    `serve_port`, the driver takes its unrolls from actor processes
-    through a `ReverbService` listening there (0: a free port). In `root_dir`
-    (None: nowhere) go a replay buffer saved with `ReplayBuffer.save_buffer`
-    (`replay/`; a worker of a multi-worker learner other than the chief adds
-    `_worker<i>`) and the stacks of a learner's stalls (`stalls/`).
-    `provenance` (the run's commit, gin files and settings) goes into the
-    metadata of a dataset recorded with `train.record_dataset`.
+    The records are what runs: the algorithm, seed and serve port come from
+    `settings.run`, the driver's sizes from `settings.sizes`, its learn-batch
+    source from `settings.replay` and the env from `settings.env` (None:
+    `run_settings()`, gin's bindings); gin configures the rest of each
+    component. With `serve_port`, the driver takes its unrolls from actor
+    processes through a `ReverbService` listening there (0: a free port). In
+    `root_dir` (None: nowhere) go a replay buffer saved with
+    `ReplayBuffer.save_buffer` (`replay/`; a worker of a multi-worker learner
+    other than the chief adds `_worker<i>`) and the stacks of a learner's
+    stalls (`stalls/`). `provenance` (the run's commit, gin files and
+    settings) goes into the metadata of a dataset recorded with
+    `train.record_dataset`.
 
     Returns:
         `(algorithm, learner, driver, loop)`; the driver is not started.
     """
-    settings = settings or RunSettings()
-    algorithm_class, seed, serve_port = (settings.algorithm_class, settings.seed,
-                                         settings.serve_port)
+    settings = settings or run_settings()
+    run, env_settings = settings.run, settings.env
     op_threads()  # first: TensorFlow's pools are sized before its first op
     strategy = create_strategy()  # a multi-worker strategy must precede other ops
     worker = worker_index(strategy)
+    seed = run.seed
     if seed is not None:
         tf.random.set_seed(seed)
         seed += 1_000_000 * worker  # each worker's envs their own
     replay_dir = root_dir and os.path.join(root_dir, "replay")
     if replay_dir and worker:
         replay_dir = f"{replay_dir}_worker{worker}"  # each worker's buffer its own
-    env_factory = lambda i: create_environment(seed=None if seed is None else seed + 1000 * i)
+    env_factory = lambda i: create_environment(
+        env_name=env_settings.env_name,
+        num_parallel_environments=env_settings.num_parallel_environments,
+        seed=None if seed is None else seed + 1000 * i)
     with first_env(env_factory) as env, strategy.scope():
-        algorithm = algorithm_class(env.time_step_spec(), env.action_spec())
+        algorithm = run.algorithm_class(env.time_step_spec(), env.action_spec())
     learner = Learner(algorithm, strategy, seed=seed)
     remote = None
-    if serve_port is not None:
+    if run.serve_port is not None:
         remote = functools.partial(ReverbService, variables=algorithm.variables,
-                                   version=learner.train_step, port=serve_port,
+                                   version=learner.train_step, port=run.serve_port,
                                    secret=run_secret.for_learner(root_dir))
-    env_name = configured(create_environment, ["env_name"])["env_name"]
-    recorder = _recorder(settings, env_name, algorithm, learner, worker, provenance)
-    driver = AsyncOffPolicyDriver(env_factory, algorithm, learner.counters, seed=seed,
-                                  remote=remote, replay_dir=replay_dir, env_name=env_name,
-                                  recorder=recorder)
+    recorder = _recorder(run, env_settings.env_name, algorithm, learner, worker, provenance)
+    driver = AsyncOffPolicyDriver(env_factory, algorithm, learner.counters,
+                                  **dataclasses.asdict(settings.sizes),
+                                  exp_replayer=settings.replay.exp_replayer, seed=seed,
+                                  remote=remote, replay_dir=replay_dir,
+                                  env_name=env_settings.env_name, recorder=recorder)
     learner.check_batch_shape(*driver.learn_batch_shape)
     loop = LearnerLoop(learner, driver.feed,
                        stacks_dir=root_dir and os.path.join(root_dir, "stalls"),

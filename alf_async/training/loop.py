@@ -20,7 +20,7 @@ from alf_async.environments import create_environment
 from alf_async.errors import DriverStopped
 from alf_async.training.evaluation import GreedyPolicy, greedy_actions, run_episodes
 from alf_async.training.settings import RunSettings
-from alf_async.training.signals import SignalStop
+from alf_async.supervision.signals import SignalStop
 
 HINT_REPEAT_SECS = 300.0  # a hint that still holds is repeated this seldom
 

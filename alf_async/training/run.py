@@ -15,7 +15,8 @@ from absl import logging
 
 from alf_async import events
 from alf_async.runs import layout
-from alf_async.training import checkpoints, promotion
+from alf_async.supervision import promotion
+from alf_async.training import checkpoints
 
 from alf_async.training.assembly import build, run_settings
 from alf_async.training.settings import RunSettings, Settings, write_settings
@@ -23,7 +24,7 @@ from alf_async.config import (applied_values, check_writable, parsed_bindings,
                               parsed_gin_files, run_tags)
 from alf_async.learning.devices import worker_index
 from alf_async.training.scores import score_for
-from alf_async.training.signals import SignalStop
+from alf_async.supervision.signals import SignalStop
 from alf_async.training.videos import EvalVideo
 from alf_async.training.loop import (Budget, Hooks, Progress, StopCondition, Timeline,
                                      iterate)
@@ -89,7 +90,7 @@ def _build(settings: Settings, root_dir: str, timeline: Timeline):
         promotion.await_promotion()
     provenance = dict(run_tags(root_dir, parsed_gin_files()),
                       run_settings=settings.to_json())
-    built = build(settings.run, root_dir, provenance)
+    built = build(settings, root_dir, provenance)
     if promotion.pending():
         timeline.mark("build ahead")
         _, learner, driver, _ = built

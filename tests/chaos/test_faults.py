@@ -1,7 +1,6 @@
 """`alf_async.chaos.faults`: the schedule, the injection loop, the run's processes,
 the injector's targets."""
 
-import json
 import os
 import random
 import signal
@@ -11,6 +10,7 @@ import time
 
 from alf_async import events
 from alf_async.chaos import faults
+from records_fakes import write_records
 
 
 def test_the_schedule_is_seeded_and_brings_every_kind_once_per_round():
@@ -149,7 +149,7 @@ def test_a_checkpoint_write_fault_blocks_the_next_two_at_the_runs_recorded_inter
     (tmp_path / "checkpoints").mkdir()
     (tmp_path / "checkpoints" / "ckpt-10.index").write_text("")
     assert not injector.inject("checkpoint_write")  # no run_settings.json yet
-    (tmp_path / "run_settings.json").write_text(json.dumps({"run": {"checkpoint_interval": 5}}))
+    write_records(str(tmp_path), checkpoint_interval=5)
     try:
         assert injector.inject("checkpoint_write")
         blocked = sorted(p.name for p in (tmp_path / "checkpoints").iterdir() if p.is_dir())

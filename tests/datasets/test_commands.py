@@ -9,7 +9,7 @@ import sys
 import pytest
 import tensorflow_datasets as tfds
 
-from alf_async.experiments import curves
+from alf_async.runs import curves
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SMALL = ["--gin_param=create_environment.num_parallel_environments=8",

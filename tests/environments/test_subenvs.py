@@ -95,7 +95,7 @@ def _started_driver(restart: bool):
     gin.parse_config_files_and_bindings(["gin_configs/ppo_async.gin"], [
         "create_environment.num_workers = 2", "create_environment.num_parallel_environments = 8",
         f"LocalCollection.restart_failed_envs = {restart}"])
-    _, _, driver, _ = assembly.build(RunSettings(seed=1))
+    _, _, driver, _ = assembly.build(assembly.run_settings(RunSettings(seed=1)))
     driver.start()
     return driver
 

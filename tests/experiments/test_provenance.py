@@ -8,7 +8,8 @@ import sys
 
 import pytest
 
-from alf_async.experiments import cells, launcher, provenance, report
+from alf_async.experiments import cells, launcher, report
+from alf_async.runs import provenance
 from test_report import write_run
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

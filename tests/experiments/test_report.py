@@ -10,7 +10,7 @@ from tensorboard.summary.writer.record_writer import RecordWriter
 from tensorboard.util import tensor_util
 
 from alf_async.experiments import cells, report
-from alf_async.experiments.curves import load_curve
+from alf_async.runs.curves import load_curve
 from alf_async.runs.layout import EVAL_RETURN_TAG, RETURN_TAG
 
 T0 = 1_700_000_000.0

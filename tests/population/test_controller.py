@@ -19,6 +19,7 @@ from alf_async import events
 from alf_async.experiments import report
 from alf_async.population import controller, lineage, members as members_lib
 from alf_async.population.mutations import parse_mutations
+from records_fakes import write_records
 
 K = 1000
 MUTATIONS = parse_mutations(["alf_async.Learner.learning_rate:log_uniform(1e-4,1e-2)",
@@ -48,8 +49,7 @@ def _fake_run(root, command, stale_settings=None, stale_weights=False, restarted
     with open(os.path.join(folder, f"ckpt-{budget // K}.index"), "w") as out:
         out.write(weights)
     log.emit("weights_saved", iteration=budget // K, env_steps=budget, weights=weights)
-    with open(os.path.join(root, "run_settings.json"), "w") as out:
-        json.dump(dict(env=dict(env_name="CartPole-v1"), run=dict(num_env_steps=budget)), out)
+    write_records(root, num_env_steps=budget)
     score = 100.0 - abs(settings["learning_rate"] - 3e-3) * 1e4  # best near 3e-3
     with open(os.path.join(root, "result.json"), "w") as out:
         json.dump(dict(average_return=score, env_steps=budget, iteration=budget // K), out)
@@ -192,7 +192,7 @@ def test_members_started_again_mid_interval_pass_the_check_of_their_first_restor
 
 def test_the_population_is_one_run_for_the_report_its_best_member_per_ready_point(
         tmp_path, monkeypatch):
-    from alf_async.experiments.curves import load_curve
+    from alf_async.runs.curves import load_curve
     _fake_members(monkeypatch)
     assert controller.run(_settings(tmp_path)) == 0
     records = lineage.read(str(tmp_path))

@@ -5,28 +5,7 @@ import signal
 import time
 
 from alf_async.runs import queue
-
-
-class _Process:
-    """Ends after `polls` polls with `code` (`lost`: its node was lost); records signals."""
-
-    def __init__(self, code=0, lost=None, polls=1, ignores_term=False):
-        self.code, self.lost, self.polls, self.ignores_term = code, lost, polls, ignores_term
-        self.returncode, self.address, self.signals = None, "127.0.0.8", []
-
-    def poll(self):
-        self.polls -= 1
-        if self.returncode is None and self.polls <= 0:
-            self.returncode = self.code
-        return self.returncode
-
-    def signal(self, signum):
-        self.signals.append(signum)
-        if signum == signal.SIGKILL or not self.ignores_term:
-            self.returncode = -signum
-
-    def wait(self, timeout):
-        return self.returncode
+from process_fakes import FakeProcess as _Process
 
 
 class _Placement:

@@ -18,6 +18,7 @@ import pytest
 from alf_async.experiments import cells, launcher, report
 from alf_async.runs import layout
 from alf_async.supervision import placement
+from process_fakes import FakeProcess
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TINY = ["create_environment.num_parallel_environments=16",
@@ -26,34 +27,17 @@ TINY = ["create_environment.num_parallel_environments=16",
         "train.checkpoint_interval=2"]
 
 
-class FakeProcess:
-    """A `backend.Process` that ends as told after `polls` polls: `lost` (SIGKILLed,
-    `lost` set), `killed` here (SIGKILLed, `lost` None), or exit 0 with a result."""
-
-    def __init__(self, run_dir, lost=None, polls=1, ignores_term=False, killed=False):
-        self.run_dir, self.lost, self.polls, self.killed = run_dir, lost, polls, killed
-        self.ignores_term, self.returncode, self.address = ignores_term, None, "127.0.0.9"
-        self.signals = []
-
-    def poll(self):
-        self.polls -= 1
-        if self.returncode is None and self.polls <= 0:
-            self.returncode = -signal.SIGKILL if self.lost or self.killed else 0
-            if not self.returncode:
-                open(os.path.join(self.run_dir, "result.json"), "w").close()
-        return self.returncode
-
-    def signal(self, signum):
-        self.signals.append(signum)
-        if signum == signal.SIGKILL or not self.ignores_term:
-            self.returncode = -signum
-
-    def wait(self, timeout):
-        return self.returncode
+def _seed_process(run_dir, lost=None, killed=False):
+    """A seed that is `lost` (SIGKILLed on a lost node), `killed` here (SIGKILLed, its
+    node fine) or else exits 0 with its result."""
+    result = lambda: open(os.path.join(run_dir, layout.RESULT_FILE), "w").close()
+    return FakeProcess(-signal.SIGKILL if lost or killed else 0, lost=lost,
+                       on_success=result, address="127.0.0.9")
 
 
 class FakePlacement:
-    """Starts `FakeProcess`es: a run named in `losses` is lost that many times first."""
+    """Starts fake seeds (`_seed_process`): a run named in `losses` is lost that many
+    times first."""
 
     def __init__(self, losses, retries):
         self.losses, self.retries, self.started, self.forgotten = dict(losses), retries, [], 0
@@ -69,7 +53,7 @@ class FakePlacement:
         self.started.append(name)
         lost = self.losses.get(name, 0) > 0
         self.losses[name] = self.losses.get(name, 0) - 1
-        return FakeProcess(root_dir, lost="RayActorError" if lost else None)
+        return _seed_process(root_dir, lost="RayActorError" if lost else None)
 
     def forget(self, process):
         self.forgotten += 1
@@ -105,8 +89,8 @@ def test_a_seed_whose_node_is_lost_runs_again_one_line_each_within_its_budget(tm
 
 def test_a_seed_killed_on_this_host_is_a_failure_not_a_retry(tmp_path):
     fake = FakePlacement({"c/seed_1": 1}, retries=3)
-    fake.start = lambda name, command, root_dir, relay=False: FakeProcess(root_dir,
-                                                                          killed=True)
+    fake.start = lambda name, command, root_dir, relay=False: _seed_process(root_dir,
+                                                                           killed=True)
     seeds = launcher.Launcher(_runs(tmp_path, [1]), parallel=1, poll_secs=0.0,
                               echo=lambda line: None, placement=fake)
     seeds.run()
@@ -248,7 +232,7 @@ def test_four_seeds_over_two_nodes_one_lost_mid_run_each_finish_once(tmp_path, c
     summary = report.summarize([str(out)])
     reported = summary["experiments"][0]["cells"][0]["seeds"]
     assert [s["seed"] for s in reported] == [1, 2, 3, 4]
-    from alf_async.experiments.curves import load_curve
+    from alf_async.runs.curves import load_curve
     for entry in reported:
         curve = load_curve(str(seed_dirs[entry["seed"]]))  # the seed's own events
         assert entry["env_steps"] == int(curve["env_steps"][-1])

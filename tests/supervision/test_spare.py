@@ -124,7 +124,7 @@ def _ahead_spare(tmp_path, spares):
     (tmp_path / "ahead_child.py").write_text(textwrap.dedent("""
         import os, sys
         from absl import app
-        from alf_async.training import promotion
+        from alf_async.supervision import promotion
         RUNS_AHEAD = True
         def note(line):
             with open(sys.argv[1], "a") as out:

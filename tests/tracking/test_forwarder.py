@@ -10,7 +10,7 @@ import time
 import pytest
 import tensorflow as tf
 
-from alf_async.experiments import provenance
+from alf_async.runs import provenance
 from alf_async.tracking import settings as tracker_settings
 from alf_async.tracking.clients import Point
 from alf_async.tracking.forwarder import Forwarder, ScalarReader

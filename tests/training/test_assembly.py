@@ -1,3 +1,4 @@
+import dataclasses
 import os
 
 import gin
@@ -34,7 +35,30 @@ def test_bad_settings_are_value_errors_naming_the_setting_before_any_thread(bind
     config.parse_config([os.path.join(ROOT, "gin_configs", "ppo_async.gin")], bindings)
     try:
         with pytest.raises(ValueError, match=message):
-            assembly.build(RunSettings(seed=seed))
+            assembly.build(assembly.run_settings(RunSettings(seed=seed)))
+    finally:
+        gin.clear_config()
+    assert not leaked_driver_threads()
+
+
+def test_the_driver_and_its_envs_are_built_from_the_records_not_from_gin_again():
+    """`build(settings)` runs what the records say: records unlike gin's bindings (as a
+    resume from `run_settings.json` or a caller's own records would be) win."""
+    config.parse_config([os.path.join(ROOT, "gin_configs", "ppo_async.gin")],
+                        ["create_environment.num_parallel_environments=4"])
+    try:
+        records = assembly.run_settings(RunSettings(seed=3))
+        assert (records.sizes.unroll_length, records.env.num_parallel_environments) == (32, 4)
+        records = dataclasses.replace(
+            records, sizes=dataclasses.replace(records.sizes, unroll_length=8,
+                                               learn_queue_cap=4),
+            env=dataclasses.replace(records.env, num_parallel_environments=3))
+        _, learner, driver, _ = assembly.build(records)
+        try:
+            assert tuple(driver.learn_batch_shape) == (4, 8, 3)  # [Q, T, B]
+            assert driver.unroll_length == 8 and driver.learn_queue_cap == 4
+        finally:
+            driver.stop()
     finally:
         gin.clear_config()
     assert not leaked_driver_threads()
@@ -52,7 +76,7 @@ def test_the_update_compiled_ahead_on_a_zeros_batch_is_the_one_the_first_batch_r
     update reuses that compilation (a mismatch would compile it a second time)."""
     config.parse_config([os.path.join(ROOT, "gin_configs", gin_file)], bindings)
     try:
-        _, learner, driver, loop = assembly.build(RunSettings(seed=3))
+        _, learner, driver, loop = assembly.build(assembly.run_settings(RunSettings(seed=3)))
         example = driver.example_batch()
         assert (example.weights is not None) == driver.batches.weighted
         learner.trace(example)
@@ -84,7 +108,7 @@ def test_a_warm_up_runs_the_update_once_and_puts_every_variable_back(gin_file, b
     zeros to get TensorFlow's first run over with, then leaves no trace of it."""
     config.parse_config([os.path.join(ROOT, "gin_configs", gin_file)], bindings)
     try:
-        _, learner, driver, _ = assembly.build(RunSettings(seed=3))
+        _, learner, driver, _ = assembly.build(assembly.run_settings(RunSettings(seed=3)))
         example = driver.example_batch()
         learner.trace(example)  # the optimizer's slots exist from here on
         variables = [*learner.variables, *learner.optimizer.variables]

@@ -735,7 +735,7 @@ def test_a_spare_promoted_while_it_built_becomes_its_command_once(monkeypatch):
     """A spare promoted before it was ready (the word came while it built) used to stay
     named `alf-spare`: the chaos tool then saw no learner, and no learner fault fired
     again. It becomes its command (name, priority) once, after the build."""
-    from alf_async.training import promotion  # pylint: disable=import-outside-toplevel
+    from alf_async.supervision import promotion  # pylint: disable=import-outside-toplevel
     gate, calls = threading.Event(), []
     monkeypatch.setattr(promotion, "_gate", gate)
     monkeypatch.setattr(promotion, "_on_promotion", lambda: calls.append("become"))

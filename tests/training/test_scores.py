@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from alf_async.experiments import curves
+from alf_async.runs import curves
 from alf_async.metrics import EpisodeStats
 from alf_async.training import scores
 from alf_async.runs.layout import EVAL_RETURN_TAG, RETURN_TAG

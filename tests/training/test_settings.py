@@ -3,13 +3,15 @@
 import dataclasses
 import os
 import re
+import subprocess
+import sys
 
 import gin
 import pytest
 
 from alf_async.algorithms import ImpalaAlgorithm
 from alf_async.drivers import DriverSizes
-from alf_async.runs import layout
+from alf_async.runs import layout, records
 from alf_async.training import assembly
 from alf_async.training.settings import RunSettings, write_settings
 from fakes import gin_bound
@@ -90,3 +92,26 @@ def test_gin_files_keep_binding_train_as_before():
         assert RunSettings().num_env_steps == 123
         with pytest.raises(ValueError, match="no_such_setting"):
             gin.parse_config(["train.no_such_setting = 1"])
+
+
+def test_the_recorded_settings_read_back_as_the_same_records_without_tensorflow(tmp_path):
+    """`runs.records.read_records`: what the report, the chaos tool and PBT read of a run,
+    typed as the run's own records (the algorithm by name), in a process without TF."""
+    with gin_bound({"train.checkpoint_interval": 25, "train.seed": 4}):
+        settings = assembly.run_settings()
+    write_settings(str(tmp_path), settings)
+    code = ("import sys; from alf_async.runs import records; "
+            f"r = records.read_records({str(tmp_path)!r}); "
+            "print(r.algorithm, r.run.checkpoint_interval, r.run.seed, r.sizes.unroll_length, "
+            "r.replay.exp_replayer, r.env.env_name, 'tensorflow' in sys.modules)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["PPOAlgorithm", "25", "4", "32", "one_time",
+                                     "CartPole-v1", "False"]
+    recorded = records.read_records(str(tmp_path))
+    assert recorded.sizes == settings.sizes and recorded.env == settings.env
+    assert recorded.replay == settings.replay
+    assert dataclasses.asdict(recorded.run) == {
+        k: v for k, v in dataclasses.asdict(settings.run).items() if k != "algorithm_class"}
+    assert records.read_records(str(tmp_path / "not_started")) is None
