@@ -46,7 +46,8 @@ FLAGS = flags.FLAGS
 def _frames_per_sec(record_dataset=None) -> float:
     """End-to-end frames/s of one fresh driver and learner (recording or not)."""
     toolkit.parse_gin()
-    _, _, driver, _ = assembly.build(RunSettings(record_dataset=record_dataset))
+    _, _, driver, _ = assembly.build(
+        assembly.run_settings(RunSettings(record_dataset=record_dataset)))
     driver.start()
     try:
         return toolkit.rate(driver.run_async, FLAGS.duration, FLAGS.warmup)
@@ -61,7 +62,7 @@ def _updates_per_sec(dataset: str):
         toolkit.parse_gin([f"DatasetBatches.dataset_dir = {dataset!r}"])
     finally:
         FLAGS.gin_file = gin_files
-    _, learner, driver, _ = assembly.build(RunSettings())
+    _, learner, driver, _ = assembly.build(assembly.run_settings(RunSettings()))
     driver.start()
     try:
         placed = learner.place(driver.get_training_exps())

@@ -16,7 +16,7 @@ from absl import app, flags, logging
 
 from alf_async import extras
 from alf_async.errors import MissingExtraError
-from alf_async.experiments.curves import load_curve
+from alf_async.runs.curves import load_curve
 from alf_async.runs.layout import RETURN_TAG
 
 flags.DEFINE_string("out", "curves.png", "PNG file to write.")

@@ -89,7 +89,8 @@ def with_driver(fn: Callable, serve_port=None):
 
     With `serve_port`, the driver serves remote actors there instead of stepping envs.
     """
-    _, learner, driver, _ = assembly.build(RunSettings(serve_port=serve_port))
+    _, learner, driver, _ = assembly.build(
+        assembly.run_settings(RunSettings(serve_port=serve_port)))
     driver.start()
     try:
         return fn(driver, learner)
