@@ -13,6 +13,8 @@ import time
 
 import pytest
 
+from alf_async.supervision import reaper
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY = ["create_environment.num_parallel_environments=16", "AsyncOffPolicyDriver.unroll_length=16",
         "train.num_env_steps=None", "train.summary_interval=1", "train.log_interval_secs=1.0"]
@@ -30,9 +32,10 @@ def run_args(out, iterations, seeds="1-2", extra=()):
 
 
 def children_of(pid):
+    """`pid`'s children, but its watcher (`reaper.guard`'s)."""
     try:
         with open(f"/proc/{pid}/task/{pid}/children") as f:
-            return [int(p) for p in f.read().split()]
+            return [int(p) for p in f.read().split() if not reaper.is_watcher(int(p))]
     except FileNotFoundError:
         return []
 

@@ -16,6 +16,7 @@ import time
 
 import pytest
 
+from alf_async.supervision import reaper
 from alf_async.supervision.spare import NORMAL_PRIORITY, can_wait_idle, waiting
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -45,7 +46,9 @@ def _processes():
 
 
 def _sessions_of_children(pid):
-    return {sid for ppid, sid in _processes().values() if ppid == pid}
+    """The sessions of `pid`'s children, but its watcher's (`reaper.guard`'s)."""
+    return {sid for child, (ppid, sid) in _processes().items()
+            if ppid == pid and not reaper.is_watcher(child)}
 
 
 # The learner's and two actors' sessions, and their warm spares' where they can wait idle.

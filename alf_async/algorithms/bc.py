@@ -8,12 +8,13 @@ from tf_agents.specs import tensor_spec
 
 from alf_async.algorithms import advantages as adv_lib
 from alf_async.algorithms import layout, networks
+from alf_async.algorithms.contract import Stateless
 
 Samples = Dict[str, tf.Tensor]
 
 
 @gin.configurable(module="alf_async")
-class BcAlgorithm(tf.Module):
+class BcAlgorithm(Stateless, tf.Module):
     """BC: minimise `-log pi(a|s)` over the steps of windows (a dataset's, usually).
 
     Discrete actions get a categorical policy, `Box` actions a Gaussian one
@@ -51,33 +52,14 @@ class BcAlgorithm(tf.Module):
             self.time_step_spec.observation, self.action_spec, fc_layers, activation,
             conv_layers, observation_scale, initial_action_std)
         self.actor_net.create_variables()
-        self.recurrent, self.burn_in = False, 0
-        self.item_terms = ()
-
-    @property
-    def policy_state_spec(self):
-        return ()
 
     @property
     def variables_to_train(self):
         return self.actor_net.trainable_variables
 
-    mutable_settings: Dict = {}  # nothing held in a variable that a run may change
-
     @property
     def loss_groups(self):
         return [("loss", self.variables_to_train)]
-
-    def scalars(self):
-        return {}
-
-    def set_env_steps(self, env_steps: int) -> None:
-        """No schedules."""
-        del env_steps
-
-    def observe(self, batch) -> None:
-        """Nothing to learn from a batch before training on it."""
-        del batch
 
     def act(self, observation, step_type, policy_state, greedy: bool = False, seed=None,
             env_id=None):
@@ -106,6 +88,3 @@ class BcAlgorithm(tf.Module):
                                  training=True)
         log_prob = dist.log_prob(samples["action"])
         return dict(loss=-log_prob, log_prob=log_prob)
-
-    def after_sgd_step(self) -> None:
-        """No target network."""

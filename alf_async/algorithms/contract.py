@@ -91,6 +91,34 @@ class Algorithm(Protocol):
         (schedules such as the entropy coefficient or epsilon; may be empty)."""
 
 
+class Stateless:
+    """The contract's defaults for a feed-forward algorithm with nothing to do but learn:
+    no policy state, no recurrence, no per-item terms, no mutable settings, no
+    schedules, nothing to observe, no target network, no scalars. An algorithm
+    inherits it (before `tf.Module`) and overrides what it does have."""
+
+    recurrent: bool = False
+    burn_in: int = 0
+    item_terms: Sequence[str] = ()
+    mutable_settings: Dict[str, Any] = {}  # nothing held in a variable that a run may change
+
+    @property
+    def policy_state_spec(self):
+        return ()
+
+    def set_env_steps(self, env_steps: int) -> None:
+        """No schedules."""
+        del env_steps
+
+    def observe(self, batch) -> None:
+        """Nothing to learn from a batch before training on it."""
+        del batch
+
+    def after_sgd_step(self) -> None:
+        """No target network."""
+
+    def scalars(self) -> Dict[str, tf.Tensor]:
+        return {}
 
 
 def per_item_terms(algorithm, samples: Dict[str, tf.Tensor], columns,

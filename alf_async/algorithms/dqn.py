@@ -10,6 +10,7 @@ from alf_async.algorithms import layout
 
 from alf_async.algorithms import networks
 from alf_async.algorithms import advantages as adv_lib
+from alf_async.algorithms.contract import Stateless
 from alf_async.algorithms.target_networks import TargetUpdater
 from alf_async.algorithms.schedules import Schedule, schedule_value
 
@@ -45,7 +46,7 @@ def apex_epsilons(num_envs: int, epsilon: float = 0.4, alpha: float = 7.0) -> Li
 
 
 @gin.configurable(module="alf_async", denylist=["lstm_size"])
-class DqnAlgorithm(tf.Module):
+class DqnAlgorithm(Stateless, tf.Module):
     """Double DQN: Q(s, a) regressed to n-step returns bootstrapped by a target network.
 
     The target of a window `s_0 ... s_n` (from `ReplayBuffer`, n =
@@ -132,8 +133,6 @@ class DqnAlgorithm(tf.Module):
     def variables_to_train(self):
         return self.q_net.trainable_variables
 
-    mutable_settings: Dict = {}  # nothing held in a variable that a run may change
-
     @property
     def loss_groups(self):
         """One group: the Q network minimises the TD loss."""
@@ -145,10 +144,6 @@ class DqnAlgorithm(tf.Module):
     def set_env_steps(self, env_steps: int) -> None:
         """Moves epsilon along its schedule to `env_steps`."""
         self.epsilon.assign(schedule_value(self._epsilon_schedule, env_steps))
-
-    def observe(self, batch) -> None:
-        """Nothing to learn from a batch before training on it."""
-        del batch
 
     def act(self, observation, step_type, policy_state, greedy: bool = False, seed=None,
             env_id=None):

@@ -11,13 +11,14 @@ from alf_async.algorithms import layout
 
 from alf_async.algorithms import networks
 from alf_async.algorithms import advantages as adv_lib
+from alf_async.algorithms.contract import Stateless
 from alf_async.algorithms.target_networks import TargetUpdater
 
 Samples = Dict[str, tf.Tensor]
 
 
 @gin.configurable(module="alf_async")
-class SacAlgorithm(tf.Module):
+class SacAlgorithm(Stateless, tf.Module):
     """SAC: twin critics with Polyak-averaged targets, a squashed Gaussian policy and
     an entropy temperature tuned toward `target_entropy`.
 
@@ -72,8 +73,6 @@ class SacAlgorithm(tf.Module):
         self.actor_net, self.critics, self.target_critics = (
             networks.squashed_actor_and_critics(obs_spec, self.action_spec, actor_fc_layers,
                                                 critic_fc_layers, activation))
-        self.recurrent = False
-        self.burn_in = 0
         self.item_terms = ("td_error",)  # prioritized replay's errors: the critics'
         self._gamma = discount
         self._reward_scale = reward_scale
@@ -87,18 +86,12 @@ class SacAlgorithm(tf.Module):
             target_update_tau, target_update_period)
 
     @property
-    def policy_state_spec(self):
-        return ()
-
-    @property
     def entropy_coeff(self):
         """alpha, the entropy temperature."""
         return tf.exp(self.log_alpha)
 
     def scalars(self):
         return {"entropy_coeff": self.entropy_coeff}
-
-    mutable_settings: Dict = {}  # nothing held in a variable that a run may change
 
     @property
     def loss_groups(self):
@@ -110,14 +103,6 @@ class SacAlgorithm(tf.Module):
     @property
     def variables_to_train(self):
         return [v for _, group in self.loss_groups for v in group]
-
-    def set_env_steps(self, env_steps: int) -> None:
-        """No schedules."""
-        del env_steps
-
-    def observe(self, batch) -> None:
-        """Nothing to learn from a batch before training on it."""
-        del batch
 
     def act(self, observation, step_type, policy_state, greedy: bool = False, seed=None,
             env_id=None):

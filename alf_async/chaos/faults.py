@@ -20,6 +20,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 from absl import logging
 
 from alf_async import events
+from alf_async.supervision import reaper
 from alf_async.supervision.spare import SPARE_NAME, waiting
 from alf_async.runs import layout, records
 
@@ -147,9 +148,11 @@ class LaunchTree:
                 if ppid in actors and cmd == actors[ppid]]
 
     def left_behind(self) -> List[int]:
-        """Processes of the run's sessions, or ever below `root_pid`, still alive."""
-        return [pid for pid, (_, sid, _) in proc_table().items()
-                if sid in self.sessions or pid in self.descendants]
+        """Processes of the run's sessions, or ever below `root_pid`, still alive (but a
+        parent's watcher, `reaper`, that ends just after it)."""
+        return [pid for pid, (_, sid, cmd) in proc_table().items()
+                if (sid in self.sessions or pid in self.descendants)
+                and reaper.WATCHER_MODULE not in cmd.split()]
 
 
 @dataclasses.dataclass

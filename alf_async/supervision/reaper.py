@@ -35,6 +35,7 @@ _POLL_SECS = 0.2
 _TERM_GRACE_SECS = 1.0  # Ray's agents: SIGTERM, then SIGKILL a second later
 ORPHAN_GRACE_SECS = 30.0  # a parent's orphan: its checkpoint saved by then, or SIGKILL
 _PR_SET_PDEATHSIG = 1
+WATCHER_MODULE = "alf_async.supervision.reaper"  # in a watcher's command line
 
 
 def start_time(pid: int) -> Optional[str]:
@@ -102,13 +103,23 @@ def start(temp_dir: Optional[str] = None,
           grace_secs: float = _TERM_GRACE_SECS) -> subprocess.Popen:
     """Starts a watcher of this process (and of its Ray's `temp_dir`), in a session of
     its own (a Ctrl-C to the parent's terminal does not end it before its work)."""
-    return subprocess.Popen([sys.executable, "-m", "alf_async.supervision.reaper",
-                             str(os.getpid()), str(grace_secs), *([temp_dir] if temp_dir else [])],
+    return subprocess.Popen([sys.executable, "-m", WATCHER_MODULE, str(os.getpid()),
+                             str(grace_secs), *([temp_dir] if temp_dir else [])],
                             start_new_session=True, stdin=subprocess.DEVNULL,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 _GUARDS: Dict[int, subprocess.Popen] = {}  # a parent's pid: the watcher of its children
+
+
+def is_watcher(pid: int) -> bool:
+    """Whether process `pid` is a watcher of this module: a helper of its parent's that
+    ends just after it (not one of a run's processes, for those who count them)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+            return WATCHER_MODULE in cmdline.read().decode(errors="replace").split("\0")
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return False
 
 
 def guard(child_pid: int) -> None:
@@ -118,7 +129,7 @@ def guard(child_pid: int) -> None:
     watcher = _GUARDS.get(os.getpid())
     if watcher is None or watcher.poll() is not None:
         watcher = _GUARDS[os.getpid()] = subprocess.Popen(
-            [sys.executable, "-m", "alf_async.supervision.reaper", "--children",
+            [sys.executable, "-m", WATCHER_MODULE, "--children",
              str(ORPHAN_GRACE_SECS)], stdin=subprocess.PIPE, start_new_session=True,
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:

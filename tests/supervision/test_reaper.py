@@ -124,6 +124,9 @@ def test_a_dead_parents_children_get_sigterm_then_sigkill_after_the_grace(tmp_pa
         assert _wait(lambda: len(_lines(ledger, "start")) == 4, 60), "children not started"
         pids = _lines(ledger, "start")
         time.sleep(1.0)  # the watcher notes the parent's descendants 5 times a second
+        watchers = [p for p in reaper_lib.descendants(parent.pid) if reaper_lib.is_watcher(p)]
+        assert len(watchers) == 1 and not reaper_lib.is_watcher(pids[0])  # one per parent
+        pids += watchers
         parent.kill()
         parent.wait(timeout=10)
         assert _wait(lambda: len(_lines(ledger, "term")) == 2, 10), "no SIGTERM first"
