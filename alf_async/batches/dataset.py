@@ -92,7 +92,8 @@ class DatasetSampler:
         env ids `OFFLINE_ENV_ID`, no env steps.
 
         The windows of `BATCHES_PER_CALL` samples are gathered at once (one
-        dispatch instead of one a batch); the epoch counts at that gather.
+        dispatch instead of one a batch); `epoch` counts the windows handed out,
+        not those gathered ahead.
         """
         if not self._ready or self._ready_count != count:
             rows = self.windows.draw(BATCHES_PER_CALL * count)

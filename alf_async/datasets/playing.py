@@ -12,7 +12,7 @@ from typing import Callable
 
 import numpy as np
 
-from alf_async.datasets.recorder import EpisodeRecorder
+from alf_async.datasets.recorder import EpisodeRecorder, step_columns
 
 
 def epsilon_greedy(policy_fn: Callable, action_spec, epsilon: float, seed=None):
@@ -55,10 +55,8 @@ def step_observer(recorder: EpisodeRecorder, log_probs: Callable) -> Callable:
     """An `evaluation.play_episodes` observer that gives `recorder` every counted
     sub-env's step and the action taken from it (policy version 0)."""
     def observe(time_step, action, counted):
-        columns = dict(observation=time_step.observation, action=action,
-                       step_type=time_step.step_type, reward=time_step.reward,
-                       discount=time_step.discount, log_prob=log_probs(),
-                       policy_version=np.zeros(len(action), np.int64))
+        columns = step_columns(time_step, action, log_probs(),
+                               np.zeros(len(action), np.int64))
         recorder.add_steps({k: np.asarray(v)[None] for k, v in columns.items()}, 0, counted)
     return observe
 

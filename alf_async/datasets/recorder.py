@@ -15,14 +15,19 @@ import numpy as np
 from alf_async.datasets.rlds_format import FIRST, LAST, MID, to_rlds
 
 
+def step_columns(time_step, action, log_prob, policy_version) -> Dict[str, np.ndarray]:
+    """The recorded fields of steps (`[..., B, ...]` each) by name: what `add_steps`
+    takes, from a collection's unroll or from a played episode."""
+    return dict(observation=time_step.observation, action=action,
+                step_type=time_step.step_type, reward=time_step.reward,
+                discount=time_step.discount, log_prob=log_prob, policy_version=policy_version)
+
+
 def unroll_columns(unroll) -> Dict[str, np.ndarray]:
     """A numpy `Unroll`'s fields as `{name: [T, B, ...]}` (the recorded ones)."""
     experience = unroll.experience
-    time_step = experience.time_step
-    return dict(observation=time_step.observation, action=experience.action,
-                step_type=time_step.step_type, reward=time_step.reward,
-                discount=time_step.discount, log_prob=experience.log_prob,
-                policy_version=experience.policy_version)
+    return step_columns(experience.time_step, experience.action, experience.log_prob,
+                        experience.policy_version)
 
 
 class _Stream:
