@@ -71,6 +71,16 @@ def run_settings(run: Optional[RunSettings] = None) -> Settings:
         env=EnvSettings(**configured(create_environment, _fields(EnvSettings))))
 
 
+def _check_records_are_gins(settings: Settings) -> None:
+    """Raises ValueError where `settings`' driver, replay or env record is not what gin's
+    bindings build (a record edited after `run_settings()` read it)."""
+    built = run_settings(settings.run)
+    for name in ("sizes", "replay", "env"):
+        if getattr(built, name) != getattr(settings, name):
+            raise ValueError(f"the run's {name} record {getattr(settings, name)} is not what "
+                             f"gin's bindings build ({getattr(built, name)})")
+
+
 def _recorder(settings: RunSettings, env_name: str, algorithm, learner, worker: int,
               provenance: Optional[dict]):
     """The run's `EpisodeRecorder` (`train.record_dataset`; the chief's alone), or None."""
@@ -86,13 +96,14 @@ def _recorder(settings: RunSettings, env_name: str, algorithm, learner, worker: 
 
 def build(settings: Optional[Settings] = None, root_dir: Optional[str] = None,
           provenance: Optional[dict] = None):
-    """Builds the algorithm, learner, driver and learner loop from the run's records.
+    """Builds the algorithm, learner, driver and learner loop of the run's records.
 
     The records are what runs: the algorithm, seed and serve port come from
-    `settings.run`, the driver's sizes from `settings.sizes`, its learn-batch
-    source from `settings.replay` and the env from `settings.env` (None:
-    `run_settings()`, gin's bindings); gin configures the rest of each
-    component. With `serve_port`, the driver takes its unrolls from actor
+    `settings.run` (None: `run_settings()`, gin's bindings); gin configures
+    the components, and records that differ from what gin would build (the
+    driver's sizes, its learn-batch source, the env) are refused first, so
+    that gin's operative config (what `play` and the report read) stays
+    whole. With `serve_port`, the driver takes its unrolls from actor
     processes through a `ReverbService` listening there (0: a free port). In
     `root_dir` (None: nowhere) go a replay buffer saved with
     `ReplayBuffer.save_buffer` (`replay/`; a worker of a multi-worker learner
@@ -103,8 +114,12 @@ def build(settings: Optional[Settings] = None, root_dir: Optional[str] = None,
 
     Returns:
         `(algorithm, learner, driver, loop)`; the driver is not started.
+
+    Raises:
+        ValueError: records that gin's bindings do not build (names the record).
     """
     settings = settings or run_settings()
+    _check_records_are_gins(settings)
     run, env_settings = settings.run, settings.env
     op_threads()  # first: TensorFlow's pools are sized before its first op
     strategy = create_strategy()  # a multi-worker strategy must precede other ops
@@ -116,10 +131,7 @@ def build(settings: Optional[Settings] = None, root_dir: Optional[str] = None,
     replay_dir = root_dir and os.path.join(root_dir, "replay")
     if replay_dir and worker:
         replay_dir = f"{replay_dir}_worker{worker}"  # each worker's buffer its own
-    env_factory = lambda i: create_environment(
-        env_name=env_settings.env_name,
-        num_parallel_environments=env_settings.num_parallel_environments,
-        seed=None if seed is None else seed + 1000 * i)
+    env_factory = lambda i: create_environment(seed=None if seed is None else seed + 1000 * i)
     with first_env(env_factory) as env, strategy.scope():
         algorithm = run.algorithm_class(env.time_step_spec(), env.action_spec())
     learner = Learner(algorithm, strategy, seed=seed)
@@ -129,9 +141,7 @@ def build(settings: Optional[Settings] = None, root_dir: Optional[str] = None,
                                    version=learner.train_step, port=run.serve_port,
                                    secret=run_secret.for_learner(root_dir))
     recorder = _recorder(run, env_settings.env_name, algorithm, learner, worker, provenance)
-    driver = AsyncOffPolicyDriver(env_factory, algorithm, learner.counters,
-                                  **dataclasses.asdict(settings.sizes),
-                                  exp_replayer=settings.replay.exp_replayer, seed=seed,
+    driver = AsyncOffPolicyDriver(env_factory, algorithm, learner.counters, seed=seed,
                                   remote=remote, replay_dir=replay_dir,
                                   env_name=env_settings.env_name, recorder=recorder)
     learner.check_batch_shape(*driver.learn_batch_shape)

@@ -41,22 +41,23 @@ def test_bad_settings_are_value_errors_naming_the_setting_before_any_thread(bind
     assert not leaked_driver_threads()
 
 
-def test_the_driver_and_its_envs_are_built_from_the_records_not_from_gin_again():
-    """`build(settings)` runs what the records say: records unlike gin's bindings (as a
-    resume from `run_settings.json` or a caller's own records would be) win."""
+def test_records_that_gin_would_not_build_are_refused_before_anything_is_built():
+    """`build(settings)` runs what the records say: gin builds the components, so records
+    unlike gin's bindings (edited after `run_settings()` read them) are one error."""
     config.parse_config([os.path.join(ROOT, "gin_configs", "ppo_async.gin")],
                         ["create_environment.num_parallel_environments=4"])
     try:
         records = assembly.run_settings(RunSettings(seed=3))
         assert (records.sizes.unroll_length, records.env.num_parallel_environments) == (32, 4)
-        records = dataclasses.replace(
-            records, sizes=dataclasses.replace(records.sizes, unroll_length=8,
-                                               learn_queue_cap=4),
-            env=dataclasses.replace(records.env, num_parallel_environments=3))
-        _, learner, driver, _ = assembly.build(records)
+        for edited in (dataclasses.replace(records, sizes=dataclasses.replace(
+                           records.sizes, unroll_length=8)),
+                       dataclasses.replace(records, env=dataclasses.replace(
+                           records.env, num_parallel_environments=3))):
+            with pytest.raises(ValueError, match="record .* is not what gin's bindings build"):
+                assembly.build(edited)
+        _, _, driver, _ = assembly.build(records)
         try:
-            assert tuple(driver.learn_batch_shape) == (4, 8, 3)  # [Q, T, B]
-            assert driver.unroll_length == 8 and driver.learn_queue_cap == 4
+            assert tuple(driver.learn_batch_shape) == (2, 32, 4)  # [Q, T, B] as recorded
         finally:
             driver.stop()
     finally:
