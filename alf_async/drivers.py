@@ -238,7 +238,8 @@ class AsyncOffPolicyDriver:
         return self.feed.queue_size()
 
     def start(self) -> None:
-        """Compiles the threads' TF functions, then starts every thread.
+        """Compiles the threads' TF functions, then starts every thread (a source
+        that does not learn from the env, a dataset's, starts no collection).
 
         Raises:
             ThreadError: a thread's function failed to compile (names the
@@ -246,7 +247,7 @@ class AsyncOffPolicyDriver:
         """
         if self._started:
             raise RuntimeError("AsyncOffPolicyDriver.start() was already called")
-        self._collector.start(self._more_threads)
+        self._collector.start(self._more_threads, collect=self.batches.learns_from_env)
         self._started = True
 
     def get_training_exps(self) -> LearnBatch:

@@ -110,11 +110,12 @@ def counters_of(version):
     return None if version is None else LearnerCounters(version, tf.Variable(0, dtype=tf.int64))
 
 
-def learning_driver(policy_version, fail_env=None, batch_size=3, bindings=(), **kwargs):
-    """A driver of 2 `CountingEnv`s (T = 3, Q = 2 by default) stamping `policy_version`,
-    built with the gin `bindings` (a dict) of its components."""
-    envs = [CountingEnv(i, batch_size, fail_at=20 if i == fail_env else None)
-            for i in range(2)]
+def learning_driver(policy_version, fail_env=None, batch_size=3, bindings=(), envs=None,
+                    **kwargs):
+    """A driver of 2 `CountingEnv`s (T = 3, Q = 2 by default; or the given `envs`)
+    stamping `policy_version`, built with the gin `bindings` (a dict) of its components."""
+    envs = envs or [CountingEnv(i, batch_size, fail_at=20 if i == fail_env else None)
+                    for i in range(2)]
     kwargs = dict(dict(actor_queue_cap=1, unroll_length=3, learn_queue_cap=2), **kwargs)
     with gin_bound(dict(bindings)):
         return AsyncOffPolicyDriver(lambda i: envs[i], CountingPolicy(envs[0]),

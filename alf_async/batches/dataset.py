@@ -18,6 +18,37 @@ OFFLINE_ENV_ID = -1  # the env id of a dataset's windows in a learn batch
 BATCHES_PER_CALL = 8
 
 
+class PackedColumns:
+    """Per-step fields held side by side, one `[N, C]` constant per dtype: a gather
+    of rows fetches every field of that dtype at once (one TF gather a dtype
+    instead of one a field).
+
+    Thread-safety: immutable after construction.
+    """
+
+    def __init__(self, fields: dict):
+        """
+        Args:
+            fields: `{name: [N, ...] numpy array}`, each of the dtype it is read as.
+        """
+        groups, self._layout = {}, {}  # dtype -> columns; dtype -> [(name, shape)]
+        for key, value in fields.items():
+            groups.setdefault(value.dtype, []).append(value.reshape(len(value), -1))
+            self._layout.setdefault(value.dtype, []).append((key, value.shape[1:]))
+        self._widths = {dtype: [c.shape[1] for c in columns] for dtype, columns in groups.items()}
+        self._matrices = {dtype: tf.constant(np.concatenate(columns, axis=1))
+                          for dtype, columns in groups.items()}
+
+    def gather(self, rows) -> dict:
+        """`rows` (int, any shape R) -> `{name: [*R, ...]}`, inside a compiled function."""
+        row_shape, fields = tf.shape(rows), {}
+        for dtype, matrix in self._matrices.items():
+            parts = tf.split(tf.gather(matrix, rows), self._widths[dtype], axis=-1)
+            for (key, shape), part in zip(self._layout[dtype], parts):
+                fields[key] = tf.reshape(part, tf.concat([row_shape, list(shape)], 0))
+        return fields
+
+
 class DatasetSampler:
     """Windows of a dataset's steps, shaped as replay's: `[S, n, 1, ...]`.
 
@@ -61,8 +92,8 @@ class DatasetSampler:
                       discount=spec.time_step.discount.dtype,
                       observation=spec.time_step.observation.dtype, action=spec.action.dtype,
                       log_prob=spec.log_prob.dtype, policy_version=spec.policy_version.dtype)
-        self._fields = {key: tf.constant(self.steps.fields[key], dtype)
-                        for key, dtype in dtypes.items()}
+        self._columns = PackedColumns({key: np.asarray(self.steps.fields[key], dtype.as_numpy_dtype)
+                                       for key, dtype in dtypes.items()})
         self._gather_fn = tf.function(self._gather, autograph=False)
         self._ready, self._ready_count = [], 0  # gathered samples not yet handed out
         self._handed_out = 0  # windows
@@ -70,19 +101,17 @@ class DatasetSampler:
     def _gather(self, rows) -> list:
         """`[K, S, n + 1, 1]` step indices -> K `LearnBatch`es, in one compiled call of
         TF ops on the dataset held as constants (the copy runs outside the GIL)."""
-        fields, spec = self._fields, self._spec
-        take = lambda key, at: tf.gather(fields[key], at)
-        time_steps = lambda at: ts.TimeStep(*[take(k, at) for k in ts.TimeStep._fields])
-        window, after = rows[:, :, :-1], rows[:, :, -1]
+        spec, window, after = self._spec, rows[:, :, :-1], rows[:, :, -1]
+        at, following = self._columns.gather(window), self._columns.gather(after)
+        time_steps = lambda fields: ts.TimeStep(*[fields[k] for k in ts.TimeStep._fields])
         shape = tf.shape(window)
         experience = Experience(
-            time_step=time_steps(window), action=take("action", window),
-            log_prob=take("log_prob", window),
+            time_step=time_steps(at), action=at["action"], log_prob=at["log_prob"],
             policy_state=tf.nest.map_structure(  # feed-forward: never read
                 lambda s: tf.zeros(tf.concat([shape, s.shape[2:]], 0), s.dtype),
                 spec.policy_state),
-            policy_version=take("policy_version", window))
-        batches = (experience, time_steps(after), tf.fill(shape[:2], OFFLINE_ENV_ID))
+            policy_version=at["policy_version"])
+        batches = (experience, time_steps(following), tf.fill(shape[:2], OFFLINE_ENV_ID))
         flat = [tf.unstack(x, num=BATCHES_PER_CALL) for x in tf.nest.flatten(batches)]
         return [tf.nest.pack_sequence_as(batches, [x[k] for x in flat])
                 for k in range(BATCHES_PER_CALL)]

@@ -101,16 +101,23 @@ class Collector:
         self.compile_seconds = {}  # thread name -> seconds its prepare() took
         self._others = []  # threads of others (a batch source's, a prefetch thread)
         self._started = False
+        self._collecting = False  # whether start() started the collection's threads
 
-    def start(self, more: Sequence[DriverThread] = ()) -> None:
+    def start(self, more: Sequence[DriverThread] = (), collect: bool = True) -> None:
         """Compiles every thread's TF functions (its own and `more`), then starts them.
+
+        Args:
+            more: threads of others (a batch source's), started and joined with these.
+            collect: False: only `more` start; no env is stepped (an offline run,
+                whose learn batches come from a dataset).
 
         Raises:
             ThreadError: a thread's function failed to compile (names the
                 thread); no thread was started.
         """
         self._others.extend(more)
-        threads = [*self.threads, *more]
+        self._collecting = collect
+        threads = [*self.threads, *more] if collect else list(more)
         for thread in threads:
             start = time.perf_counter()
             try:
@@ -166,7 +173,8 @@ class Collector:
         if not self._started:
             return
         own = [] if self.collection.joins_own_threads else self.threads[:-1]
-        joined = [*own, self.threads[-1], *self._others]
+        joined = [*own, self.threads[-1]] if self._collecting else []
+        joined += self._others
         try:
             self.coord.join(joined, stop_grace_period_secs=grace_secs)
         except Exception:

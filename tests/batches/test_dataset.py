@@ -3,7 +3,7 @@ import pytest
 import tensorflow as tf
 from tf_agents.trajectories import time_step as ts
 
-from alf_async.batches.dataset import OFFLINE_ENV_ID, DatasetBatches
+from alf_async.batches.dataset import OFFLINE_ENV_ID, DatasetBatches, PackedColumns
 from alf_async.datasets.recorder import open_recorder
 from alf_async.experience import make_specs
 from dataset_fakes import (ACTION_SPEC, OBSERVATION_SPEC, algorithm_stub, concatenated,
@@ -54,6 +54,22 @@ def test_an_epoch_of_batches_holds_every_step_once_as_the_dataset_has_it(tmp_pat
     assert all(t < len(EPISODES[tag]["step_type"]) - 1 for tag, t in starts)  # never a LAST
 
 
+def test_packed_columns_gather_each_field_as_indexing_it_alone_would():
+    """Fields of one dtype share a matrix; frames, scalars and vectors come back whole."""
+    rng = np.random.default_rng(0)
+    fields = dict(frame=rng.integers(0, 255, (9, 2, 3), dtype=np.uint8),
+                  reward=rng.normal(size=9).astype(np.float32),
+                  observation=rng.normal(size=(9, 4)).astype(np.float32),
+                  action=rng.integers(0, 5, 9), step_type=np.arange(9, dtype=np.int32),
+                  other_frame=rng.integers(0, 255, (9, 5), dtype=np.uint8))
+    rows = np.array([[[8, 0], [3, 3]], [[1, 2], [7, 6]]])  # [2, 2, 2]
+    gathered = tf.function(PackedColumns(fields).gather, autograph=False)(tf.constant(rows))
+    assert set(gathered) == set(fields)
+    for key, value in fields.items():
+        assert gathered[key].dtype == value.dtype
+        np.testing.assert_array_equal(gathered[key].numpy(), value[rows])
+
+
 def test_a_recurrent_algorithm_and_no_directory_are_refused_in_one_line(tmp_path):
     directory = _dataset(tmp_path / "ds")
     with pytest.raises(ValueError, match="^DatasetBatches.dataset_dir: SimpleNamespace is "
@@ -80,12 +96,17 @@ def test_what_a_driver_recorded_a_dataset_driver_learns_from(tmp_path):
     finally:
         timed_stop(driver, bound=5.0)
     assert recorder.writer.episodes >= 6 and recorder.writer.steps == 5 * recorder.writer.episodes
+    envs = [CountingEnv(i) for i in range(2)]
     dataset = learning_driver(version, exp_replayer="dataset", env_name="Counting-v0",
+                              envs=envs,
                               bindings={"DatasetBatches.dataset_dir": str(tmp_path / "ds"),
                                         "DatasetBatches.batch_size": 8})
     try:
         dataset.start()
+        for _ in range(3):
+            dataset.get_training_exps()
         batch = dataset.get_training_exps()
+        assert [e.count for e in envs] == [0, 0]  # offline: no env thread steps its env
         observation = batch.experience.time_step.observation.numpy()[:, 0, 0]  # [8, 3]
         following = batch.bootstrap.observation.numpy()[:, 0]
         np.testing.assert_array_equal(following[:, :2], observation[:, :2])  # same sub-env
