@@ -90,7 +90,8 @@ setup(
         "docs": DOCS,
         # Experience recorded as RLDS datasets; offline and hybrid learning from them.
         "datasets": DATASETS,
-        "test": ["pytest==9.2.0", "pytest-timeout==2.4.0", "matplotlib==3.8.4",
+        "test": ["pytest==9.2.0", "pytest-timeout==2.4.0", "pytest-xdist==3.8.0",
+                 "execnet==2.1.2", "matplotlib==3.8.4",
                  *MUJOCO, *BOX2D, *ATARI, *MINATAR, *ENVPOOL, *REPLAY, *RAY, *TUNE,
                  *MLFLOW, *WANDB, *DOCS, *DATASETS],
         "plot": ["matplotlib==3.8.4"],

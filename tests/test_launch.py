@@ -181,6 +181,7 @@ def _assert_events_tell_the_same(root, killed_pid):
     assert {"actor 0", "actor 1"} <= {e["process"] for e in read if e["event"] == "started"}
 
 
+@pytest.mark.alone
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_sigterm_stops_everything_within_5_s_after_a_learner_checkpoint(tmp_path):
@@ -408,6 +409,7 @@ def _ray_temp_folders():
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("signum,when", [(signal.SIGINT, "ray_starting"),
                                          (signal.SIGKILL, "training")])
+@pytest.mark.alone
 def test_a_ray_launch_leaves_no_process_and_no_temp_folder_5_s_after_its_end(
         tmp_path, signum, when):
     """Ray's agents outlived a launch by 60-70 s (parent 1) after a Ctrl-C during

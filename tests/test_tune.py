@@ -128,6 +128,7 @@ def _trials(url):
         return []
 
 
+@pytest.mark.alone
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_two_workers_on_a_cluster_share_a_postgresql_study_one_killed_mid_trial(tmp_path):

@@ -314,6 +314,7 @@ def _many_runs_command(command, out):
 @pytest.mark.parametrize("command,signum", [("experiment", signal.SIGINT),
                                             ("experiment", signal.SIGKILL),
                                             ("tune", signal.SIGINT), ("pbt", signal.SIGINT)])
+@pytest.mark.alone
 def test_a_many_runs_command_on_a_ray_of_its_own_leaves_nothing_5_s_after_its_end(
         tmp_path, command, signum):
     """Stopped once 2 of its runs have a checkpoint: a Ctrl-C stops each run with a

@@ -9,6 +9,8 @@ import sys
 import textwrap
 import time
 
+import pytest
+
 from alf_async.supervision import reaper as reaper_lib
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -50,6 +52,7 @@ def _alive(pid):
     return reaper_lib.start_time(pid) is not None
 
 
+@pytest.mark.alone
 def test_a_killed_launchs_processes_and_temp_folder_are_gone_within_5_s(tmp_path):
     temp = tmp_path / "alf_ray_x"
     (temp / "session").mkdir(parents=True)

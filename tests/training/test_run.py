@@ -389,6 +389,7 @@ def test_a_resumed_prioritized_run_keeps_its_buffer_and_beta(tmp_path):
     assert beta[4] >= dict(before["replay/priority_beta"])[3] > 0
 
 
+@pytest.mark.alone
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_dqn_cartpole_learns_far_beyond_random_play(tmp_path):
@@ -408,6 +409,7 @@ def test_dqn_cartpole_learns_far_beyond_random_play(tmp_path):
     assert abs(scalars["replay/achieved_ratio"][-1][1] - 32) < 3
 
 
+@pytest.mark.alone
 @pytest.mark.slow
 @pytest.mark.timeout(600)  # learner-bound: one optimizer step per env step
 def test_sac_pendulum_learns_to_swing_up(tmp_path):
@@ -419,6 +421,7 @@ def test_sac_pendulum_learns_to_swing_up(tmp_path):
     assert returns[0] < -900 and max(returns[-3:]) >= -500, (returns[0], returns[-3:])
 
 
+@pytest.mark.alone
 @pytest.mark.slow
 def test_pendulum_config_improves_by_600_over_its_first_evaluation(tmp_path):
     root = str(tmp_path / "pendulum")
@@ -447,6 +450,7 @@ def _random_play_return(env_name, episodes=200, seed=0):
     return total / episodes
 
 
+@pytest.mark.alone
 @pytest.mark.slow
 def test_minatar_breakout_learns_to_5x_what_random_play_reaches(tmp_path):
     random_return = _random_play_return("MinAtar/Breakout-v1")
@@ -459,6 +463,7 @@ def test_minatar_breakout_learns_to_5x_what_random_play_reaches(tmp_path):
     assert max(returns[-3:]) >= 5 * random_return, (random_return, returns[-3:])
 
 
+@pytest.mark.alone
 @pytest.mark.timeout(900)  # two runs of up to 3M env steps on a slow 2-core machine
 @pytest.mark.slow
 def test_memory_task_is_solved_by_the_recurrent_config_only(tmp_path):
