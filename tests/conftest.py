@@ -1,8 +1,5 @@
-import contextlib
-import fcntl
 import gc
 import os
-import tempfile
 
 import pytest
 
@@ -22,6 +19,7 @@ from alf_async.learning.devices import split_host_cpu  # noqa: E402
 split_host_cpu(2)
 
 import fakes  # noqa: E402
+from side_by_side import pytest_runtest_protocol  # noqa: E402,F401  the `alone` lock
 from alf_async.collection.driver_thread import live_driver_threads  # noqa: E402
 
 
@@ -49,33 +47,3 @@ def _collect_a_modules_garbage_at_its_end():
     yield
     gc.collect()
 
-
-# Side by side (pytest-xdist's workers, `pytest -n 2`): every test holds a shared lock, and
-# one marked `alone` the exclusive one, so that it runs while no other test does. A
-# turnstile lets no new test in while an `alone` one waits, so that it is not starved.
-_RUN = os.environ.get("PYTEST_XDIST_TESTRUNUID")
-
-
-@contextlib.contextmanager
-def _flock(name: str, mode: int):
-    with open(os.path.join(tempfile.gettempdir(), f"alf_async-tests-{_RUN}.{name}"), "a") as f:
-        fcntl.flock(f, mode)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
-
-
-@pytest.hookimpl(hookwrapper=True, tryfirst=True)
-def pytest_runtest_protocol(item, nextitem):
-    """Runs a test marked `alone` with no other test beside it (under xdist). The lock is
-    taken outside pytest-timeout's clock: a test's time limit is its own."""
-    del nextitem
-    if _RUN is None:
-        yield
-        return
-    alone = item.get_closest_marker("alone") is not None
-    with contextlib.ExitStack() as held:
-        with _flock("turnstile", fcntl.LOCK_EX):
-            held.enter_context(_flock("tests", fcntl.LOCK_EX if alone else fcntl.LOCK_SH))
-        yield

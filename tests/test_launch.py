@@ -242,6 +242,7 @@ def _descendants(pid):
     return below - {pid}
 
 
+@pytest.mark.alone
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_ctrl_c_on_a_ray_launch_stops_its_ray_too_within_10_s_with_130(tmp_path):

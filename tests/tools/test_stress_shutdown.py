@@ -8,6 +8,7 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
+@pytest.mark.alone
 @pytest.mark.slow
 def test_random_start_stop_cycles_are_prompt_and_leak_no_thread():
     result = subprocess.run(
